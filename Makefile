@@ -1,0 +1,37 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export HOST PORT
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-pipecat.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/python manage.py migrate --noinput
+	@mkdir -p var && $(BIN)/python manage.py seed_demo > var/seed.out
+	@echo
+	@echo "  RTVI dashboard: http://$(HOST):$(PORT)/"
+	@grep '^Login:' var/seed.out | sed 's/^/  /'
+	@echo "  Private API key: $$(tail -n 1 var/seed.out)"
+	@echo "  Try: curl -H \"Authorization: Bearer $$(tail -n 1 var/seed.out)\" \"http://$(HOST):$(PORT)/v1/agents?includeActiveDeployment=true\""
+	@echo
+	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) var db.sqlite3 db.sqlite3-shm db.sqlite3-wal staticfiles

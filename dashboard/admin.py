@@ -1,0 +1,71 @@
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
+
+
+class SecretAdmin(admin.ModelAdmin):
+    """Keys are created here and shown once; only their hash is stored."""
+
+    list_display = ("key_prefix", "name", "organization", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("organization", "revoked_at")
+    readonly_fields = ("key_prefix", "created_at", "last_used_at")
+    fields = ("organization", "name", "key_prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        record, secret = type(obj).issue(obj.organization, obj.name)
+        obj.pk = record.pk
+        self.message_user(request, f"New key (copy it now, it is not shown again): {secret}", messages.WARNING)
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} key(s).")
+
+
+admin.site.register(ApiKey, SecretAdmin)
+
+
+class DeploymentInline(admin.TabularInline):
+    model = Deployment
+    extra = 0
+    fields = ("id", "image", "created_at", "updated_at")
+    readonly_fields = ("id", "updated_at")
+    show_change_link = True
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ("name", "id", "created_at")
+    search_fields = ("name",)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "organization")
+    list_filter = ("organization",)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ("name", "organization", "active_deployment", "created_at", "deleted_at")
+    list_filter = ("organization", "deleted_at")
+    search_fields = ("name", "id")
+    readonly_fields = ("id", "updated_at")
+    inlines = [DeploymentInline]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "active_deployment":
+            agent_id = request.resolver_match.kwargs.get("object_id")
+            kwargs["queryset"] = Deployment.objects.filter(agent_id=agent_id)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    list_display = ("id", "agent", "image", "created_at")
+    list_filter = ("agent__organization",)
+    readonly_fields = ("id", "updated_at")

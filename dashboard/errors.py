@@ -1,0 +1,47 @@
+"""Error pages: machine paths (/v1/, /api/) always answer JSON, never an HTML page."""
+
+import logging
+
+from django.views import defaults
+
+from dashboard.auth import json_error
+
+logger = logging.getLogger(__name__)
+MACHINE_PREFIXES = ("/v1/", "/api/")
+
+
+def _is_machine(request) -> bool:
+    return request.path.startswith(MACHINE_PREFIXES)
+
+
+def machine_not_found(request, path=""):
+    """Catch-all for unknown machine paths, so even DEBUG answers JSON there."""
+    return json_error(f"No such endpoint: {request.path}", 404)
+
+
+class MachineErrorsMiddleware:
+    """An exception under /v1/ or /api/ becomes a JSON 500, in DEBUG too."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if _is_machine(request):
+            logger.exception("Error on %s", request.path, exc_info=exception)
+            return json_error("Internal error; it has been logged.", 500)
+        return None
+
+
+def not_found(request, exception):
+    if _is_machine(request):
+        return json_error(f"No such endpoint: {request.path}", 404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request):
+    if _is_machine(request):
+        return json_error("Internal error; it has been logged.", 500)
+    return defaults.server_error(request)

@@ -1,0 +1,102 @@
+"""Seed a demo organization: agents with deployments, a private API key and a staff login.
+
+Idempotent: a second run reuses what the first made. The login is kept in
+var/demo-login.json (git-ignored) so `make run` can print it every time; the
+API key is the organization's own agents API key. The key is printed alone on
+the last line.
+"""
+
+import json
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
+
+ORG_NAME = "Demo Voice Co"
+USERNAME = "demo"
+AGENTS = [
+    # name, image tag, days since created, deleted
+    ("support-concierge", "v42", 40, False),
+    ("appointment-booker", "v7", 12, False),
+    ("outbound-survey", "v3", 3, False),
+    ("legacy-ivr", "v1", 90, True),
+]
+
+
+def manifest(name: str, tag: str) -> dict:
+    """A manifest shaped like Pipecat Cloud's: nested, and bigger than a page wants to show raw."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Agent",
+        "metadata": {"name": name, "namespace": "demo-voice-co"},
+        "spec": {
+            "image": f"registry.example.com/demo-voice-co/{name}:{tag}",
+            "imagePullSecretSet": "registry-creds",
+            "secretSet": f"{name}-secrets",
+            "agentProfile": "agent-1x",
+            "enableKrisp": name != "outbound-survey",
+            "region": "us-west",
+            "autoScaling": {"minAgents": 1, "maxAgents": 20},
+            "integratedKeysProxy": {"enabled": True},
+        },
+    }
+
+
+class Command(BaseCommand):
+    help = "Create (or reuse) the demo organization, agents, API key and staff login."
+
+    @transaction.atomic
+    def handle(self, *args, **options):
+        organization, _ = Organization.objects.get_or_create(name=ORG_NAME)
+        now = timezone.now()
+        for name, tag, age_days, deleted in AGENTS:
+            agent, created = Agent.objects.get_or_create(
+                organization=organization, name=name, defaults={"created_at": now - timedelta(days=age_days)}
+            )
+            if created:
+                deployment = Deployment.objects.create(
+                    agent=agent,
+                    image=manifest(name, tag)["spec"]["image"],
+                    manifest=manifest(name, tag),
+                    created_at=now - timedelta(days=age_days / 2),
+                )
+                agent.active_deployment = deployment
+                agent.deleted_at = now - timedelta(days=1) if deleted else None
+                agent.save()
+
+        # The organization's agents API key doubles as the demo's private key:
+        # the built-in API then serves the dashboard's own agent pages.
+        if not ApiKey.objects.find(organization.agents_api_key):
+            _, organization.agents_api_key = ApiKey.issue(organization, "demo")
+            organization.save(update_fields=["agents_api_key"])
+
+        username, password = self.staff_login(organization)
+        self.stdout.write(f"Organization: {organization.name} ({organization.pk})")
+        self.stdout.write(f"Agents: {organization.agents.count()}")
+        self.stdout.write(f"Login: {username} / {password}")
+        self.stdout.write(organization.agents_api_key)
+
+    def staff_login(self, organization) -> tuple[str, str]:
+        path = settings.BASE_DIR / "var" / "demo-login.json"
+        User = get_user_model()
+        user = User.objects.filter(username=USERNAME).first()
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        password = saved.get("password", "")
+        if user is None or not password or not user.check_password(password):
+            password = secrets.token_urlsafe(9)
+            user = user or User(username=USERNAME)
+            user.set_password(password)
+            user.is_staff = True
+            user.is_superuser = True  # the demo login also opens /admin/
+            user.save()
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps({"username": USERNAME, "password": password}))
+            path.chmod(0o600)
+        Membership.objects.update_or_create(user=user, defaults={"organization": organization})
+        return USERNAME, password

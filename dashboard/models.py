@@ -1,0 +1,155 @@
+"""Organizations, their agents and deployments, and the credentials that reach them.
+
+These models back the built-in agents API (`/v1/agents`), which serves the
+same contract as Pipecat Cloud, and scope everything else in the dashboard:
+a user, an API key or an ingest token belongs to exactly one organization.
+"""
+
+import hashlib
+import secrets
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Organization(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200, unique=True)
+    # Where this organization's agent list comes from. Blank fields fall back
+    # to the AGENTS_API_BASE_URL / AGENTS_API_KEY settings.
+    agents_api_base_url = models.URLField(
+        blank=True, help_text="e.g. https://api.pipecat.daily.co/v1; blank uses the setting."
+    )
+    agents_api_key = models.CharField(
+        max_length=200, blank=True, help_text="Private key for the agents API; blank uses the setting."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def agents_api(self) -> tuple[str, str]:
+        """The (base URL, key) this organization's agent list is fetched with."""
+        base_url = self.agents_api_base_url or settings.AGENTS_API_BASE_URL
+        return base_url.rstrip("/"), self.agents_api_key or settings.AGENTS_API_KEY
+
+
+class Membership(models.Model):
+    """Puts a dashboard user in one organization; users see only its data."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization}"
+
+
+class Agent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    active_deployment = models.ForeignKey(
+        "Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="agent_name_unique_in_org")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Deployment(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
+    image = models.CharField(max_length=300, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.agent.name} @ {self.image or self.id}"
+
+
+def hash_secret(secret: str) -> str:
+    # Keys are 32 random bytes, so a fast hash is enough: there is nothing to
+    # brute-force, and lookups by hash stay one indexed query.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class SecretQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True)
+
+    def find(self, secret: str):
+        """The active credential with this secret, or None."""
+        if not secret or len(secret) > 200:
+            return None
+        return self.active().select_related("organization").filter(key_hash=hash_secret(secret)).first()
+
+
+class Secret(models.Model):
+    """A bearer credential: stored hashed, shown once, revocable."""
+
+    PREFIX = ""
+    # last_used_at is written at most this often, so a busy key does not turn
+    # every request into a database write.
+    TOUCH_EVERY = timedelta(minutes=1)
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    name = models.CharField(max_length=200, blank=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_prefix = models.CharField(max_length=16, editable=False, help_text="First characters, to recognise it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SecretQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.organization})"
+
+    @classmethod
+    def issue(cls, organization: Organization, name: str = ""):
+        """Create a credential; returns (record, secret). The secret is not stored."""
+        secret = cls.PREFIX + secrets.token_urlsafe(32)
+        record = cls.objects.create(
+            organization=organization, name=name, key_hash=hash_secret(secret), key_prefix=secret[:10]
+        )
+        return record, secret
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def touch(self) -> None:
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at > self.TOUCH_EVERY:
+            type(self).objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now
+
+
+class ApiKey(Secret):
+    """A private key for the agents API and the JSON API, like Pipecat Cloud's."""
+
+    PREFIX = "pk_"
+
+    class Meta:
+        verbose_name = "private API key"

@@ -1,0 +1,216 @@
+"""Settings for the RTVI dashboard.
+
+One file, driven by environment variables. With none set it runs the embedded
+default: SQLite, the in-memory channel layer, the local-memory cache and the
+built-in agents API. Every variable is documented where it is read and listed
+in the README.
+"""
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.getenv(name, default).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
+
+
+def envint(name: str, default: str) -> int:
+    try:
+        return int(os.getenv(name, default))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number") from None
+
+
+def envfloat(name: str, default: str) -> float:
+    try:
+        return float(os.getenv(name, default))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number") from None
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
+
+
+# DEBUG: development mode. On by default so that a fresh checkout runs; any
+# real deployment sets DEBUG=false, which turns on the HTTPS settings below.
+DEBUG = envbool("DEBUG", "true")
+
+# SECRET_KEY: signs sessions and CSRF tokens. Required when DEBUG is off.
+_DEV_SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
+SECRET_KEY = os.getenv("SECRET_KEY", _DEV_SECRET_KEY)
+if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
+    raise ImproperlyConfigured("Set SECRET_KEY to a long random value when DEBUG is off.")
+
+# ALLOWED_HOSTS: comma-separated host names this server answers for. Browser
+# WebSockets must come from one of them (Origin check).
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]" if DEBUG else "")
+
+# CSRF_TRUSTED_ORIGINS: comma-separated origins (scheme://host) for HTTPS
+# deployments behind a proxy; empty by default.
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "dashboard",
+    "rtvi_monitor",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.errors.MachineErrorsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# DATABASE_URL: e.g. postgres://user@127.0.0.1:5432/dashboard. Unset: SQLite
+# in db.sqlite3 beside manage.py (SQLITE_PATH overrides the file).
+DATABASE_URL = os.getenv("DATABASE_URL", "")
+if DATABASE_URL:
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.getenv("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
+            # WAL lets the live server write while pages read; a generous
+            # timeout rides out the writer's short transactions.
+            "OPTIONS": {
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+            },
+            "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(BASE_DIR / "test-db.sqlite3"))},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# REDIS_URL: e.g. redis://127.0.0.1:6379/0. Set: the channel layer and the
+# cache live in Redis, shared by every server process. Unset: in-process.
+REDIS_URL = os.getenv("REDIS_URL", "")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "rtvi-dashboard",
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.getenv("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# STATIC_ROOT: where `manage.py collectstatic` puts files for the reverse proxy.
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# SERVE_STATIC: let the ASGI app serve /static/ itself (on with DEBUG; in
+# production the reverse proxy serves STATIC_ROOT).
+SERVE_STATIC = envbool("SERVE_STATIC", "true" if DEBUG else "false")
+
+# HTTPS hardening, on whenever DEBUG is off. SECURE_SSL_REDIRECT=false suits a
+# proxy that already redirects; SECURE_PROXY_SSL_HEADER trusts its header.
+if not DEBUG:
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "true")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "31536000")
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "true")
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "true")
+    if envbool("USE_X_FORWARDED_PROTO", "false"):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Agents API (dashboard/agents.py) -------------------------------------
+# AGENTS_API_BASE_URL: base of the agents API, up to and including /v1.
+# Pipecat Cloud: https://api.pipecat.daily.co/v1. Default: this dashboard's
+# own built-in API at HOST:PORT. An organization may override it in the admin.
+AGENTS_API_BASE_URL = os.getenv(
+    "AGENTS_API_BASE_URL",
+    f"http://{os.getenv('HOST', '127.0.0.1')}:{os.getenv('PORT', '8000')}/v1",
+).rstrip("/")
+# AGENTS_API_KEY: private key sent as a bearer token. An organization's own
+# key (set in the admin, or by seed_demo) takes precedence.
+AGENTS_API_KEY = os.getenv("AGENTS_API_KEY", "")
+# AGENTS_CACHE_TTL: seconds a fetched agent list is served from the cache.
+AGENTS_CACHE_TTL = envint("AGENTS_CACHE_TTL", "60")
+# AGENTS_CONNECT_TIMEOUT / AGENTS_READ_TIMEOUT: seconds for each HTTP call.
+AGENTS_CONNECT_TIMEOUT = envfloat("AGENTS_CONNECT_TIMEOUT", "3")
+AGENTS_READ_TIMEOUT = envfloat("AGENTS_READ_TIMEOUT", "10")
+# AGENTS_RETRIES: extra attempts on connection errors and 5xx answers, with
+# exponential backoff starting at AGENTS_RETRY_BACKOFF seconds.
+AGENTS_RETRIES = envint("AGENTS_RETRIES", "2")
+AGENTS_RETRY_BACKOFF = envfloat("AGENTS_RETRY_BACKOFF", "0.25")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,22 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+
+from dashboard import errors, v1, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("agents/", views.agent_list, name="agent_list"),
+    path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
+    path("agents/<uuid:agent_id>/", views.agent_detail, name="agent_detail"),
+    path("api/agents/", views.agents_json, name="agents_json"),
+    path("v1/agents", v1.agents, name="v1_agents"),
+    path("", include("rtvi_monitor.urls")),
+    path("admin/", admin.site.urls),
+    re_path(r"^(?:v1|api)/", errors.machine_not_found),
+]
+
+handler404 = "dashboard.errors.not_found"
+handler500 = "dashboard.errors.server_error"

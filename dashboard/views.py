@@ -1,0 +1,127 @@
+"""Pages and JSON of the agents side. Each view: decorators, one service call, render."""
+
+import json
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard import agents as agents_service
+from dashboard.auth import aorganization_of, json_error, json_methods, key_or_staff_required, staff_required
+from dashboard.v1 import bool_param
+
+# Templates read request.user and messages lazily, through the ORM: render in
+# a thread so that async views can use them.
+arender = sync_to_async(render)
+
+
+def _wants_deployments(request) -> bool:
+    return request.GET.get("deployments", "") in ("1", "true", "on")
+
+
+async def _organization_or_none(request):
+    return await aorganization_of(await request.auser())
+
+
+@require_GET
+@staff_required
+async def home(request):
+    return redirect("agent_list")
+
+
+@require_GET
+@staff_required
+async def agent_list(request):
+    organization = await _organization_or_none(request)
+    include = _wants_deployments(request)
+    listing = await agents_service.get_agents(organization, include) if organization else None
+    query = request.GET.get("q", "").strip()
+    agents = listing.agents if listing else []
+    if query:
+        needle = query.lower()
+        agents = [a for a in agents if needle in a.name.lower() or needle in a.id]
+    return await arender(
+        request,
+        "dashboard/agent_list.html",
+        {"organization": organization, "listing": listing, "agents": agents, "query": query, "include": include},
+    )
+
+
+@require_GET
+@staff_required
+async def agent_detail(request, agent_id):
+    organization = await _organization_or_none(request)
+    if organization is None:
+        raise Http404("Your account belongs to no organization.")
+    listing = await agents_service.get_agents(organization, include_deployment=True)
+    agent = listing.find(str(agent_id))
+    if agent is None and not listing.error:
+        raise Http404("No agent with that id in your organization.")
+    manifest_text = (
+        json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent and agent.deployment else ""
+    )
+    return await arender(
+        request, "dashboard/agent_detail.html", {"listing": listing, "agent": agent, "manifest_text": manifest_text}
+    )
+
+
+@require_POST
+@staff_required
+async def agent_refresh(request):
+    organization = await _organization_or_none(request)
+    include = _wants_deployments(request)
+    if organization:
+        await agents_service.get_agents(organization, include, refresh=True)
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("agent_list")
+    return redirect(target)
+
+
+def _agent_json(agent: agents_service.Agent) -> dict:
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "status": agent.status,
+        "activeDeploymentId": agent.active_deployment_id,
+        "organizationId": agent.organization_id,
+        "region": agent.region,
+        "createdAt": agent.created_at.isoformat() if agent.created_at else None,
+        "updatedAt": agent.updated_at.isoformat() if agent.updated_at else None,
+        "deletedAt": agent.deleted_at.isoformat() if agent.deleted_at else None,
+        "deployment": (
+            {
+                "id": agent.deployment.id,
+                "serviceId": agent.deployment.service_id,
+                "manifest": agent.deployment.manifest,
+                "createdAt": agent.deployment.created_at.isoformat() if agent.deployment.created_at else None,
+                "updatedAt": agent.deployment.updated_at.isoformat() if agent.deployment.updated_at else None,
+            }
+            if agent.deployment
+            else None
+        ),
+    }
+
+
+@json_methods("GET")
+@key_or_staff_required
+async def agents_json(request):
+    """GET /api/agents/: the cached list for scripts, with its age and any upstream error."""
+    try:
+        include = bool_param(request, "includeActiveDeployment")
+        refresh = bool_param(request, "refresh")
+    except ValueError as exc:
+        return json_error(str(exc), 400)
+    listing = await agents_service.get_agents(request.organization, include, refresh=refresh)
+    return JsonResponse(
+        {
+            "agents": [_agent_json(a) for a in listing.agents],
+            "fetchedAt": listing.fetched_datetime.isoformat() if listing.fetched_at else None,
+            "ageSeconds": round(listing.age_seconds, 3) if listing.fetched_at else None,
+            "stale": listing.stale,
+            "error": listing.error or None,
+        }
+    )

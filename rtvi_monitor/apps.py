@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RtviMonitorConfig(AppConfig):
+    name = "rtvi_monitor"
+    verbose_name = "RTVI live sessions"

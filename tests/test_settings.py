@@ -1,0 +1,42 @@
+"""Settings: the default runs with nothing set; production settings pass check --deploy."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k3!v9Qz_rT7wLp2xNc8bYf4hJm6sDg1aEu5iOo0yWe-ZRnXtVqKjPlHbGcFdSa",
+    "ALLOWED_HOSTS": "dashboard.example.com",
+}
+
+
+def manage(*args, env):
+    clean = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS")}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True
+    )
+
+
+def test_production_settings_pass_check_deploy_with_no_warnings():
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    result = manage("check", env={"DEBUG": "false", "ALLOWED_HOSTS": "x.example.com"})
+    assert result.returncode != 0
+    assert "Set SECRET_KEY" in result.stderr
+
+
+def test_the_default_settings_run_with_nothing_set():
+    result = manage("check", env={})
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_malformed_boolean_is_named():
+    result = manage("check", env={"DEBUG": "maybe"})
+    assert "DEBUG must be true or false" in result.stderr
