@@ -73,3 +73,52 @@ def staff_user(org, django_user_model):
 def staff_client(client, staff_user):
     client.force_login(staff_user)
     return client
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright; skipped (or failed in CI) when missing."""
+    if not os.path.exists(CHROMIUM):
+        skip_or_fail(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def demo_server():
+    """The real dashboard in daphne, seeded like `make run`: yields (server, username, password, api_key)."""
+    from tests.server import DaphneServer
+
+    server = DaphneServer().start()
+    try:
+        lines = server.manage("seed_demo").splitlines()
+        username, password = next(x for x in lines if x.startswith("Login:")).removeprefix("Login: ").split(" / ")
+        yield server, username, password, lines[-1]
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def log_in(page, server, username, password):
+    page.goto(f"{server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")

@@ -170,3 +170,9 @@ class TestJsonForScripts:
         body = client.get("/api/agents/?refresh=true", HTTP_AUTHORIZATION=f"Bearer {api_key}").json()
         assert body["stale"] is True and "HTTP 503" in body["error"]
         assert body["agents"][0]["name"] == "support-bot" and body["ageSeconds"] >= 0
+
+
+def test_responses_carry_server_timing(staff_client, httpx_mock):
+    httpx_mock.add_response(url=URL, json=BODY)
+    header = staff_client.get("/agents/")["Server-Timing"]
+    assert header.startswith("app;dur=") and float(header.split("=")[1]) > 0

@@ -1,0 +1,99 @@
+"""Run the real dashboard (daphne + dashboard.asgi) in a subprocess, for tests and benchmarks.
+
+The server gets its own SQLite file (or the DATABASE_URL given), so tests and
+benchmarks see exactly what a deployment sees: the real ASGI stack, sockets on
+loopback, one server process per instance.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DaphneServer:
+    def __init__(self, env: dict | None = None, port: int | None = None, workdir: str | None = None):
+        self.port = port or free_port()
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rtvi-dashboard-"))
+        self.env = {
+            **os.environ,
+            "SQLITE_PATH": str(self.workdir / "db.sqlite3"),
+            "HOST": "127.0.0.1",
+            "PORT": str(self.port),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.workdir / f"daphne-{self.port}.log"
+        self.access_log = self.workdir / f"access-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def manage(self, *args: str) -> str:
+        """Run a management command against this server's database; returns its stdout."""
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, check=False
+        )
+        if result.returncode:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
+        return result.stdout
+
+    def start(self, migrate: bool = True) -> "DaphneServer":
+        if migrate:
+            self.manage("migrate", "--noinput")
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+                "--access-log", str(self.access_log), "dashboard.asgi:application",
+            ],
+            cwd=ROOT, env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited:\n{self.log_path.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("daphne did not start in 30 s")
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start(migrate=False)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
