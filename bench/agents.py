@@ -41,7 +41,9 @@ def upstream_calls(server: DaphneServer) -> int:
 async def login(client: httpx.AsyncClient, username: str, password: str) -> None:
     page = await client.get("/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = await client.post("/login/", data={"username": username, "password": password, "csrfmiddlewaretoken": token})
+    response = await client.post(
+        "/login/", data={"username": username, "password": password, "csrfmiddlewaretoken": token}
+    )
     assert response.status_code == 302, "login failed"
 
 
@@ -86,15 +88,23 @@ async def run(args) -> None:
     finally:
         server.stop()
 
-    print(f"machine: {platform.node()} {platform.machine()}, {Path('/proc/cpuinfo').read_text().count('processor')} cores, "
-          f"Python {platform.python_version()}")
-    print(f"warm  ({args.warm} requests): server p50 {pct(warm_server, 50):.2f} ms, p95 {pct(warm_server, 95):.2f} ms;"
-          f" client p50 {pct(warm_total, 50):.2f} ms, p95 {pct(warm_total, 95):.2f} ms")
-    print(f"cold  ({args.cold} requests): server p50 {pct(cold_server, 50):.2f} ms, max {max(cold_server):.2f} ms;"
-          f" client p50 {pct(cold_total, 50):.2f} ms")
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {Path('/proc/cpuinfo').read_text().count('processor')} cores, "
+        f"Python {platform.python_version()}"
+    )
+    print(
+        f"warm  ({args.warm} requests): server p50 {pct(warm_server, 50):.2f} ms, p95 {pct(warm_server, 95):.2f} ms;"
+        f" client p50 {pct(warm_total, 50):.2f} ms, p95 {pct(warm_total, 95):.2f} ms"
+    )
+    print(
+        f"cold  ({args.cold} requests): server p50 {pct(cold_server, 50):.2f} ms, max {max(cold_server):.2f} ms;"
+        f" client p50 {pct(cold_total, 50):.2f} ms"
+    )
     for i, (calls, ok, elapsed) in enumerate(rounds, 1):
-        print(f"cold burst {i}: {args.concurrency} concurrent requests, {ok} ok, {calls} upstream call(s), "
-              f"{elapsed:.0f} ms for all")
+        print(
+            f"cold burst {i}: {args.concurrency} concurrent requests, {ok} ok, {calls} upstream call(s), "
+            f"{elapsed:.0f} ms for all"
+        )
     print(f"warm server-time mean {statistics.mean(warm_server):.2f} ms")
 
 

@@ -147,7 +147,10 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # A browser channel receives one message per flush per watched session;
+    # the capacity leaves room for many sessions (group_send drops silently
+    # when it is full, and sequence numbers with backfill make up for that).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -215,3 +218,31 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# --- Live sessions (rtvi_monitor/) -----------------------------------------
+# INGEST_MAX_FRAME_BYTES: a bot frame larger than this closes its socket (1009).
+INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(256 * 1024))
+# INGEST_RATE_LIMIT: RTVI messages per second one bot connection may sustain;
+# bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
+INGEST_RATE_LIMIT = envfloat("INGEST_RATE_LIMIT", "1000")
+INGEST_RATE_BURST_SECONDS = envfloat("INGEST_RATE_BURST_SECONDS", "5")
+# INGEST_FLUSH_INTERVAL: seconds between batched writes (and so between relays
+# to browsers, which follow the write). INGEST_FLUSH_ROWS flushes sooner.
+INGEST_FLUSH_INTERVAL = envfloat("INGEST_FLUSH_INTERVAL", "0.05")
+INGEST_FLUSH_ROWS = envint("INGEST_FLUSH_ROWS", "1000")
+# INGEST_MAX_PENDING: rows waiting for the database before bots are told to
+# back off (their messages stay unacknowledged and are resent).
+INGEST_MAX_PENDING = envint("INGEST_MAX_PENDING", "50000")
+# SESSION_END_GRACE: seconds after a bot disconnects before its session ends,
+# unless it reconnects.
+SESSION_END_GRACE = envfloat("SESSION_END_GRACE", "30")
+# SESSION_SUMMARY_INTERVAL: seconds between updates of a live session's row
+# (counts, latency, transcript search text) and of the live session list.
+SESSION_SUMMARY_INTERVAL = envfloat("SESSION_SUMMARY_INTERVAL", "1")
+# BROWSER_MAX_LAG: events a browser may have unacknowledged before the server
+# stops sending and asks it to resync; BROWSER_STALL_TIMEOUT: seconds a
+# stopped browser may stay silent before its socket is closed.
+BROWSER_MAX_LAG = envint("BROWSER_MAX_LAG", "5000")
+BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
+# BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.
+BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")

@@ -1,4 +1,4 @@
-"""WebSocket routes of the live side, served by dashboard/asgi.py.
+"""WebSocket routes, served by dashboard/asgi.py.
 
 Bots and browsers get different stacks: a bot sends a bearer ingest token and
 no Origin header (AllowedHostsOriginValidator would reject it); a browser
@@ -7,6 +7,9 @@ sends a session cookie and must pass the Origin check.
 
 from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
+from django.urls import path
+
+from rtvi_monitor.consumers import IngestConsumer, SessionConsumer, SessionListConsumer
 
 
 def for_browsers(consumer):
@@ -14,4 +17,8 @@ def for_browsers(consumer):
     return AllowedHostsOriginValidator(AuthMiddlewareStack(consumer))
 
 
-websocket_urlpatterns = []
+websocket_urlpatterns = [
+    path("ws/ingest/<str:session_id>/", IngestConsumer.as_asgi()),
+    path("ws/sessions/", for_browsers(SessionListConsumer.as_asgi())),
+    path("ws/sessions/<str:session_id>/", for_browsers(SessionConsumer.as_asgi())),
+]

@@ -122,3 +122,37 @@ def log_in(page, server, username, password):
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
+
+
+@pytest.fixture
+def live_settings(settings):
+    """Fast timings for the live path."""
+    settings.INGEST_FLUSH_INTERVAL = 0.02
+    settings.SESSION_END_GRACE = 0.3
+    settings.SESSION_SUMMARY_INTERVAL = 0
+    return settings
+
+
+@pytest.fixture
+def live_path(transactional_db, live_settings):
+    """A clean live path: the registry is per process and outlives a test's database."""
+    from rtvi_monitor import live
+
+    live.registry.sessions.clear()
+    live.registry.end_timers.clear()
+    yield live
+    live.registry.sessions.clear()
+    live.registry.end_timers.clear()
+
+
+@pytest.fixture
+def ingest_token(org):
+    from rtvi_monitor.models import IngestToken
+
+    return IngestToken.issue(org, "test bot")[1]
+
+
+@pytest.fixture
+def staff_cookie(staff_user, client):
+    client.force_login(staff_user)
+    return f"sessionid={client.cookies['sessionid'].value}"

@@ -1,0 +1,335 @@
+"""Benchmark the live relay: N bots x R messages/s, two browsers per session.
+
+For each target server, in the same run and with the same load generator:
+- `dashboard`: the real server (daphne + dashboard.asgi): validation, state,
+  batched storage in SQLite (or DATABASE_URL), relay after storage, acks;
+- `bare`: bench/bare_relay.py, a stock Channels relay (one group_send per
+  message, no storage).
+
+Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
+sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
+and peak memory (VmHWM), and for the dashboard that every message was stored.
+
+    .venv/bin/python bench/relay.py --bots 100 --rate 30 --seconds 20
+    .venv/bin/python bench/relay.py --bots 100 --sweep 30,45,60,80 --seconds 15   # highest zero-loss rate
+    .venv/bin/python bench/relay.py --processes 2 --target dashboard ...          # scale-out (REDIS_URL, DATABASE_URL)
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.server import DaphneServer, free_port  # noqa: E402
+
+# One turn of a realistic Pipecat session (about a third tokens, a quarter metrics).
+TURN = (
+    [("user-started-speaking", None)]
+    + [("user-transcription", {"text": "I would like to", "final": False, "timestamp": "t", "user_id": "u"})] * 2
+    + [("user-transcription", {"text": "I would like to change my booking", "final": True, "timestamp": "t", "user_id": "u"})]
+    + [("user-stopped-speaking", None), ("bot-llm-started", None), ("user-llm-text", {"text": "change my booking"})]
+    + [("bot-llm-text", {"text": " token"})] * 14
+    + [("bot-tts-started", None), ("bot-started-speaking", None)]
+    + [("bot-tts-text", {"text": "Sure, which date?"}), ("bot-output", {"text": "Sure, which date?", "spoken": True, "aggregated_by": "sentence"})]
+    + [("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": 0.21}]})] * 5
+    + [("metrics", {"processing": [{"processor": "CartesiaTTSService#0", "value": 0.08}]})] * 5
+    + [("bot-tts-stopped", None), ("bot-stopped-speaking", None), ("bot-llm-stopped", None)]
+)  # fmt: skip
+
+
+def message(i: int) -> dict:
+    type_, data = TURN[i % len(TURN)]
+    msg = {"label": "rtvi-ai", "type": type_}
+    if data is not None:
+        msg["data"] = data
+    return msg
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+@dataclass
+class Viewer:
+    seqs: list[int] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    resyncs: int = 0
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Target:
+    """A running server (one or more processes) the load generator can reach."""
+
+    name = ""
+    token = ""
+    cookie = ""
+
+    def ws_urls(self) -> list[str]:
+        raise NotImplementedError
+
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def stored(self, session_ids: list[str]) -> int | None:
+        return None
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class BareTarget(Target):
+    name = "bare"
+
+    def __init__(self):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-p", str(self.port), "bench.bare_relay:application"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(2)
+
+    def ws_urls(self):
+        return [f"ws://127.0.0.1:{self.port}"]
+
+    def pids(self):
+        return [self.process.pid]
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait()
+
+
+class DashboardTarget(Target):
+    name = "dashboard"
+
+    def __init__(self, processes: int = 1):
+        env = {"SESSION_END_GRACE": "5", "INGEST_RATE_LIMIT": "100000"}
+        first = DaphneServer(env=env).start()
+        self.servers = [first] + [
+            DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
+        ]
+        self.name = f"dashboard x{processes}" if processes > 1 else "dashboard"
+        self.token = first.manage("create_ingest_token", "--org", "Bench").splitlines()[-1]
+        first.manage("shell", "-c", STAFF)
+        self.cookie = asyncio.run(login(first.url))
+        self.db = first.env["SQLITE_PATH"] if not os.getenv("DATABASE_URL") else None
+
+    def ws_urls(self):
+        return [s.ws_url for s in self.servers]
+
+    def pids(self):
+        return [s.process.pid for s in self.servers]
+
+    def stored(self, session_ids):
+        if self.db is None:
+            out = self.servers[0].manage("shell", "-c", f"from rtvi_monitor.models import Event; print(Event.objects.filter(session__session_id__in={session_ids!r}).count())")  # fmt: skip
+            return int(out.strip().splitlines()[-1])
+        with sqlite3.connect(self.db) as db:
+            marks = ",".join("?" * len(session_ids))
+            sql = f"SELECT count(*) FROM rtvi_monitor_event e JOIN rtvi_monitor_session s ON e.session_id = s.id WHERE s.session_id IN ({marks})"  # noqa: E501
+            return db.execute(sql, session_ids).fetchone()[0]
+
+    def stop(self):
+        for server in self.servers:
+            server.stop()
+
+
+STAFF = """
+from django.contrib.auth import get_user_model
+from dashboard.models import Membership, Organization
+user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+user.set_password("bench-password-1"); user.save()
+Membership.objects.update_or_create(user=user, defaults={"organization": Organization.objects.get(name="Bench")})
+"""
+
+
+async def login(url: str) -> str:
+    async with httpx.AsyncClient(base_url=url) as client:
+        page = await client.get("/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        await client.post(
+            "/login/", data={"username": "bench", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
+        )
+        return f"sessionid={client.cookies['sessionid']}"
+
+
+async def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str) -> dict:
+    urls = target.ws_urls()
+    session_ids = [f"bench-{tag}-{i}" for i in range(bots)]
+    per_bot = int(rate * seconds)
+    viewer_stats: list[Viewer] = []
+    done = asyncio.Event()
+
+    async def view(url: str, session_id: str, stats: Viewer, ready: asyncio.Event):
+        headers = {"Cookie": target.cookie} if target.cookie else {}
+        async with websockets.connect(f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=url.replace("ws", "http", 1), max_queue=None) as socket:  # fmt: skip # noqa: E501
+            ready.set()
+            while True:
+                try:
+                    raw = await asyncio.wait_for(socket.recv(), 1)
+                except TimeoutError:
+                    if done.is_set():
+                        return
+                    continue
+                now = time.time()
+                frame = json.loads(raw)
+                if "events" in frame:
+                    for event in frame["events"]:
+                        if event.get("sent_at"):
+                            stats.latencies.append(now - event["sent_at"])
+                        stats.seqs.append(event["seq"])
+                    if stats.seqs:
+                        await socket.send(json.dumps({"ack": stats.seqs[-1]}))
+                elif frame.get("type") == "resync":
+                    stats.resyncs += 1
+                elif "seq" in frame:  # the bare relay forwards the bot's frame as is
+                    stats.latencies.append(now - frame["sent_at"])
+                    stats.seqs.append(frame["seq"])
+
+    async def bot(index: int, url: str, session_id: str, watchers_ready: list[asyncio.Event]):
+        await asyncio.gather(*(e.wait() for e in watchers_ready))
+        headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+        async with websockets.connect(f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None) as socket:  # fmt: skip
+
+            async def drain():
+                async for _ in socket:
+                    pass
+
+            drainer = asyncio.create_task(drain())
+            await asyncio.sleep(random.random() / rate)  # spread the bots over one interval
+            start = time.monotonic()
+            for seq in range(2, per_bot + 2):  # seq 1 is the hello
+                delay = start + (seq - 2) / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                frame = {"seq": seq, "direction": "to-client", "sent_at": time.time(), "message": message(seq + index)}
+                await socket.send(json.dumps(frame))
+            await asyncio.sleep(3)  # let acks and relays finish before the session's socket closes
+            drainer.cancel()
+
+    tasks = []
+    bot_tasks = []
+    for i, session_id in enumerate(session_ids):
+        if target.name.startswith("dashboard"):
+            # The session must exist before a browser may watch it: the bot says hello first.
+            async with websockets.connect(f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers={"Authorization": f"Bearer {target.token}"}) as hello:  # fmt: skip # noqa: E501
+                await hello.send(json.dumps({"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}}))  # fmt: skip # noqa: E501
+                await hello.recv()
+        readies = []
+        for v in range(viewers):
+            stats = Viewer()
+            viewer_stats.append(stats)
+            ready = asyncio.Event()
+            readies.append(ready)
+            # Browsers of one session on every process, round robin: scale-out must deliver across them.
+            tasks.append(asyncio.create_task(view(urls[(i + v) % len(urls)], session_id, stats, ready)))
+        bot_tasks.append(asyncio.create_task(bot(i, urls[i % len(urls)], session_id, readies)))
+
+    pids = target.pids()
+    cpu_before = sum(proc_cpu_seconds(p) for p in pids)
+    wall_start = time.monotonic()
+    await asyncio.gather(*bot_tasks)
+    wall = time.monotonic() - wall_start
+    cpu = (sum(proc_cpu_seconds(p) for p in pids) - cpu_before) / wall * 100
+    done.set()
+    await asyncio.gather(*tasks)
+
+    expected = set(range(2, per_bot + 2))
+    latencies = [x for v in viewer_stats for x in v.latencies]
+    received = sum(len(set(v.seqs) & expected) for v in viewer_stats)
+    sent_total = bots * per_bot
+    lost = sent_total * viewers - received
+    gaps = sum(
+        1
+        for v in viewer_stats
+        for a, b in zip(sorted(set(v.seqs) & expected), sorted(set(v.seqs) & expected)[1:])
+        if b != a + 1
+    )  # noqa: E501
+    stored = target.stored(session_ids)
+    return {
+        "target": target.name,
+        "offered": bots * rate,
+        "delivered_per_s": received / seconds,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "lost": lost,
+        "gaps": gaps,
+        "resyncs": sum(v.resyncs for v in viewer_stats),
+        "cpu_pct": cpu,
+        "peak_mb": sum(proc_peak_mb(p) for p in pids),
+        "stored": None if stored is None else stored - (bots if target.name.startswith("dashboard") else 0),
+        "sent": sent_total,
+    }
+
+
+def row(r: dict) -> str:
+    stored = "n/a" if r["stored"] is None else f"{r['stored']}/{r['sent']}"
+    return (
+        f"| {r['target']} | {r['offered']:.0f} | {r['delivered_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
+        f"{r['lost']} | {r['gaps']} | {r['resyncs']} | {r['cpu_pct']:.0f}% | {r['peak_mb']:.0f} | {stored} |"
+    )
+
+
+HEADER = (
+    "| server | offered msg/s | delivered msg/s (to browsers) | p50 ms | p99 ms | lost | gaps | resyncs | server CPU "
+    "| peak MB | stored |\n|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bots", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=30, help="messages per second per bot")
+    parser.add_argument("--sweep", default="", help="comma-separated per-bot rates to try in turn")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--viewers", type=int, default=2)
+    parser.add_argument("--target", choices=["both", "dashboard", "bare"], default="both")
+    parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
+    args = parser.parse_args()
+
+    rates = [float(r) for r in args.sweep.split(",")] if args.sweep else [args.rate]
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"REDIS_URL={'set' if os.getenv('REDIS_URL') else 'unset'}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}")  # fmt: skip # noqa: E501
+    print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
+    print(HEADER)
+    kinds = ["dashboard", "bare"] if args.target == "both" else [args.target]
+    for kind in kinds:
+        for rate in rates:
+            target = DashboardTarget(args.processes) if kind == "dashboard" else BareTarget()
+            try:
+                result = asyncio.run(run_load(target, args.bots, rate, args.seconds, args.viewers, f"{kind}{rate:g}"))
+            finally:
+                target.stop()
+            print(row(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Queries over stored sessions, shared by the JSON API and the pages."""
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils.dateparse import parse_datetime
+
+from rtvi_monitor import live
+from rtvi_monitor.models import Session
+
+
+class BadFilter(ValueError):
+    """A filter value that cannot be understood; the message names the parameter."""
+
+
+def _datetime(params, name: str) -> datetime | None:
+    raw = params.get(name, "").strip()
+    if not raw:
+        return None
+    value = parse_datetime(raw.replace(" ", "+"))
+    if value is None:
+        raise BadFilter(f"{name}: expected an ISO 8601 date-time like 2025-06-01T12:00:00Z, got {raw!r}")
+    return value
+
+
+def filter_sessions(organization, params) -> QuerySet:
+    """The organization's sessions, filtered by agent, status, time range and transcript text.
+
+    `params` is a QueryDict (or dict): agent, status (live/ended), started_after,
+    started_before, q. Raises BadFilter naming a bad parameter.
+    """
+    queryset = Session.objects.filter(organization=organization).select_related("agent")
+    agent = params.get("agent", "").strip()
+    if agent:
+        import uuid
+
+        try:
+            queryset = queryset.filter(agent_id=uuid.UUID(agent))
+        except ValueError:
+            raise BadFilter(f"agent: expected an agent id (UUID), got {agent!r}") from None
+    status = params.get("status", "").strip()
+    if status:
+        if status not in Session.Status.values:
+            raise BadFilter(f"status: expected one of {', '.join(Session.Status.values)}, got {status!r}")
+        queryset = queryset.filter(status=status)
+    if after := _datetime(params, "started_after"):
+        queryset = queryset.filter(started_at__gte=after)
+    if before := _datetime(params, "started_before"):
+        queryset = queryset.filter(started_at__lt=before)
+    if q := params.get("q", "").strip():
+        queryset = queryset.filter(transcript_text__icontains=q)
+    return queryset.order_by("-started_at", "-pk")
+
+
+def session_detail(session: Session) -> dict:
+    """Everything the API says about one session: its row and its derived state.
+
+    Live sessions are replayed from the database (the reducer is deterministic,
+    so this is what the ingesting process holds); ended ones keep their final
+    state.
+    """
+    state = session.state if session.state is not None else live.replay(live.load_events(session.pk)).to_dict()
+    counts = state.get("counts") or {}
+    return {
+        **live.session_row(session),
+        **state,
+        "event_count": counts.get("total", session.event_count),
+        "invalid_count": counts.get("invalid", session.invalid_count),
+        "unknown_count": counts.get("unknown", session.unknown_count),
+    }

@@ -1,0 +1,56 @@
+"""Helpers for driving the WebSocket routes through the real router (dashboard.asgi)."""
+
+import json
+
+from channels.testing import WebsocketCommunicator
+
+from dashboard.asgi import application
+
+ORIGIN = b"http://127.0.0.1"
+
+
+def rtvi(type_: str, data=None, **envelope) -> dict:
+    message = {"label": "rtvi-ai", "type": type_, **envelope}
+    if data is not None:
+        message["data"] = data
+    return message
+
+
+def wrap(seq: int, message: dict, direction: str = "to-client", sent_at: float = 1_750_000_000.0) -> dict:
+    return {"seq": seq, "direction": direction, "sent_at": sent_at, "message": message}
+
+
+def bot_socket(session_id: str, token: str | None, agent: str | None = None) -> WebsocketCommunicator:
+    path = f"/ws/ingest/{session_id}/" + (f"?agent={agent}" if agent else "")
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+def browser_socket(path: str, cookie: str | None, origin: bytes | None = ORIGIN) -> WebsocketCommunicator:
+    headers = [(b"host", b"127.0.0.1")]
+    if cookie:
+        headers.append((b"cookie", cookie.encode()))
+    if origin:
+        headers.append((b"origin", origin))
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def send(socket: WebsocketCommunicator, frame) -> None:
+    await socket.send_to(text_data=frame if isinstance(frame, str) else json.dumps(frame))
+
+
+async def receive(socket: WebsocketCommunicator, timeout: float = 3) -> dict:
+    return json.loads(await socket.receive_from(timeout))
+
+
+async def receive_until(
+    socket: WebsocketCommunicator, predicate, timeout: float = 5, limit: int = 10_000
+) -> list[dict]:
+    """Frames up to and including the first one for which predicate(frame) is true."""
+    frames = []
+    for _ in range(limit):
+        frame = await receive(socket, timeout)
+        frames.append(frame)
+        if predicate(frame):
+            return frames
+    raise AssertionError("predicate never matched")

@@ -1,0 +1,165 @@
+"""The live path on a real server (daphne in a subprocess), over real sockets.
+
+`WebsocketCommunicator` shows things the wire does not (close reasons, for
+one), so the closes and the end-to-end relay are checked here too.
+"""
+
+import asyncio
+import json
+import re
+
+import httpx
+import pytest
+import websockets
+
+from tests.server import DaphneServer
+from tests.sockets import rtvi, wrap
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with DaphneServer(env={"SESSION_END_GRACE": "1", "SESSION_SUMMARY_INTERVAL": "0.2"}) as running:
+        running.ingest_token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
+        running.other_token = running.manage("create_ingest_token", "--org", "Globex").splitlines()[-1]
+        running.other_key = running.manage("create_api_key", "--org", "Globex").splitlines()[-1]
+        running.manage("shell", "-c", STAFF_SETUP)
+        yield running
+
+
+STAFF_SETUP = """
+from django.contrib.auth import get_user_model
+from dashboard.models import Membership, Organization
+user = get_user_model().objects.create_user("ops", password="live-test-password-1", is_staff=True)
+Membership.objects.create(user=user, organization=Organization.objects.get(name="Acme"))
+"""
+
+
+def bot(server, session_id, token=None):
+    return websockets.connect(
+        f"{server.ws_url}/ws/ingest/{session_id}/",
+        additional_headers={"Authorization": f"Bearer {token or server.ingest_token}"},
+    )
+
+
+async def session_cookie(server) -> str:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        page = await client.get("/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        response = await client.post(
+            "/login/", data={"username": "ops", "password": "live-test-password-1", "csrfmiddlewaretoken": csrf}
+        )
+        assert response.status_code == 302
+        return f"sessionid={client.cookies['sessionid']}"
+
+
+def browser(server, path, cookie, origin=None):
+    return websockets.connect(
+        f"{server.ws_url}{path}", additional_headers={"Cookie": cookie}, origin=origin or server.url
+    )
+
+
+async def test_a_bad_token_gets_a_reason_frame_then_close_code_4401(server):
+    async with bot(server, "live-bad-token", token="it_wrong") as socket:
+        frame = json.loads(await socket.recv())
+        assert frame == {"error": "Unknown or revoked ingest token.", "fatal": True}
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await socket.recv()
+    assert closed.value.rcvd.code == 4401
+
+
+async def test_a_browser_from_another_origin_is_rejected_on_the_wire(server):
+    cookie = await session_cookie(server)
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with browser(server, "/ws/sessions/", cookie, origin="https://evil.example"):
+            pass
+    assert refused.value.response.status_code == 403
+
+
+async def test_a_browser_without_login_is_rejected_on_the_wire(server):
+    with pytest.raises(websockets.InvalidStatus):
+        async with browser(server, "/ws/sessions/", ""):
+            pass
+
+
+async def test_two_browsers_see_every_message_in_order_and_the_store_has_them_all(server):
+    cookie = await session_cookie(server)
+    count = 300
+    async with bot(server, "live-two") as ingest:
+        await ingest.send(json.dumps(wrap(1, rtvi("bot-ready", {"version": "2.1.0"}))))
+        assert json.loads(await ingest.recv()) == {"ack": 1}
+
+        async def watch():
+            got = []
+            async with browser(server, "/ws/sessions/live-two/", cookie) as socket:
+                ready.set()
+                while not got or got[-1] < count:
+                    frame = json.loads(await asyncio.wait_for(socket.recv(), 10))
+                    if frame["type"] in ("snapshot", "events"):
+                        got += [e["seq"] for e in frame["events"]]
+                        await socket.send(json.dumps({"ack": got[-1]}))
+            return got
+
+        ready = asyncio.Event()
+        first = asyncio.create_task(watch())
+        await ready.wait()
+        ready.clear()
+        second = asyncio.create_task(watch())
+        await ready.wait()
+        for seq in range(2, count + 1):
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" w{seq}"}))))
+            if seq % 50 == 0:
+                await asyncio.sleep(0.01)
+        acks = set()
+        while len(acks) < count - 1:
+            acks.add(json.loads(await asyncio.wait_for(ingest.recv(), 10))["ack"])
+        one, two = await asyncio.gather(first, second)
+    assert one == two == list(range(1, count + 1))
+
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}) as api:
+        lines = (await api.get("/api/sessions/live-two/events.ndjson")).text.splitlines()
+        assert [json.loads(line)["seq"] for line in lines] == list(range(1, count + 1))
+        # Another organization's key sees none of it.
+        other = await api.get("/api/sessions/live-two/", headers={"Authorization": f"Bearer {server.other_key}"})
+        assert other.status_code == 404
+
+
+async def test_a_session_ends_after_its_bot_leaves_and_the_list_says_so(server):
+    cookie = await session_cookie(server)
+    async with browser(server, "/ws/sessions/", cookie) as watcher:
+        assert json.loads(await watcher.recv())["type"] == "live"
+        async with bot(server, "live-ending") as ingest:
+            await ingest.send(json.dumps(wrap(1, rtvi("bot-ready", {"version": "2.1.0"}))))
+            await ingest.recv()
+        kinds = []
+        while "ended" not in kinds:
+            frame = json.loads(await asyncio.wait_for(watcher.recv(), 10))
+            if frame["session"]["id"] == "live-ending":
+                kinds.append(frame["type"])
+    assert kinds[0] == "started" and kinds[-1] == "ended"
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}) as api:
+        body = (await api.get("/api/sessions/live-ending/")).json()
+    assert body["status"] == "ended" and body["protocol_version"] == "2.1.0"
+
+
+async def test_a_browser_resumes_without_gaps_after_the_server_restarts(server):
+    cookie = await session_cookie(server)
+    async with bot(server, "live-restart") as ingest:
+        for seq in range(1, 21):
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": str(seq)}))))
+        for _ in range(20):
+            await ingest.recv()
+    async with browser(server, "/ws/sessions/live-restart/", cookie) as socket:
+        snapshot = json.loads(await socket.recv())
+        assert snapshot["last_seq"] == 20
+    server.restart()
+    async with bot(server, "live-restart") as ingest:
+        for seq in range(15, 31):  # a bot resends what it had not seen acknowledged
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": str(seq)}))))
+        for _ in range(16):
+            await ingest.recv()
+    async with browser(server, "/ws/sessions/live-restart/?since=20", cookie) as socket:
+        snapshot = json.loads(await socket.recv())
+    assert [e["seq"] for e in snapshot["events"]] == list(range(21, 31))

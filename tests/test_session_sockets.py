@@ -1,0 +1,241 @@
+"""Browser sockets through the real router: login, origin, isolation, snapshots, live relay, backfill."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from dashboard.models import Membership
+from tests.sockets import browser_socket, bot_socket, receive, receive_until, rtvi, send, wrap
+
+pytestmark = pytest.mark.usefixtures("live_path")
+
+
+def token_message(i: int) -> dict:
+    return rtvi("bot-llm-text", {"text": f" t{i}"})
+
+
+async def start_bot(token, session_id="s1", count=0):
+    bot = bot_socket(session_id, token)
+    assert (await bot.connect())[0]
+    if count:
+        await send(bot, {"batch": [wrap(i, token_message(i)) for i in range(1, count + 1)]})
+        for _ in range(count):
+            await receive(bot)
+    return bot
+
+
+async def open_browser(path, cookie, **kwargs):
+    socket = browser_socket(path, cookie, **kwargs)
+    connected, code = await socket.connect()
+    return socket, connected, code
+
+
+def seqs(frames) -> list[int]:
+    return [e["seq"] for f in frames if f.get("type") in ("snapshot", "events") for e in f["events"]]
+
+
+async def test_a_browser_without_login_is_refused(ingest_token):
+    bot = await start_bot(ingest_token)
+    _, connected, code = await open_browser("/ws/sessions/s1/", None)
+    assert not connected and code == 4403
+    await bot.disconnect()
+
+
+async def test_a_browser_with_a_foreign_origin_is_refused(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token)
+    _, connected, _ = await open_browser("/ws/sessions/s1/", staff_cookie, origin=b"https://evil.example")
+    assert not connected
+    await bot.disconnect()
+
+
+async def test_a_browser_without_origin_is_refused(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token)
+    _, connected, _ = await open_browser("/ws/sessions/s1/", staff_cookie, origin=None)
+    assert not connected
+    await bot.disconnect()
+
+
+async def test_a_browser_never_sees_another_organizations_session(other_org, staff_cookie):
+    from rtvi_monitor.models import IngestToken
+
+    foreign_token = (await sync_to_async(IngestToken.issue)(other_org))[1]
+    bot = await start_bot(foreign_token, "globex-call", count=3)
+    _, connected, code = await open_browser("/ws/sessions/globex-call/", staff_cookie)
+    assert not connected and code == 4404
+    await bot.disconnect()
+
+
+async def test_on_connect_a_browser_gets_the_state_and_recent_events(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token, count=5)
+    browser, connected, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    assert connected
+    snapshot = await receive(browser)
+    assert snapshot["type"] == "snapshot"
+    assert [e["seq"] for e in snapshot["events"]] == [1, 2, 3, 4, 5]
+    assert snapshot["last_seq"] == 5
+    assert snapshot["state"]["counts"]["total"] == 5
+    assert snapshot["session"]["id"] == "s1" and snapshot["session"]["status"] == "live"
+    await browser.disconnect()
+    await bot.disconnect()
+
+
+async def test_two_browsers_receive_identical_live_streams(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token)
+    one, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    two, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(one), await receive(two)
+    for i in range(1, 101):
+        await send(bot, wrap(i, token_message(i)))
+    got_one = await receive_until(one, lambda f: f.get("events") and f["events"][-1]["seq"] == 100)
+    got_two = await receive_until(two, lambda f: f.get("events") and f["events"][-1]["seq"] == 100)
+    assert seqs(got_one) == seqs(got_two) == list(range(1, 101))
+    assert [e["message"] for f in got_one for e in f["events"]] == [token_message(i) for i in range(1, 101)]
+    for socket in (one, two, bot):
+        await socket.disconnect()
+
+
+async def test_a_late_joiner_gets_the_backlog_then_live(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token, count=50)
+    late, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    snapshot = await receive(late)
+    await send(bot, wrap(51, token_message(51)))
+    live = await receive_until(late, lambda f: f.get("events") and f["events"][-1]["seq"] == 51)
+    assert seqs([snapshot, *live]) == list(range(1, 52))
+    await late.disconnect()
+    await bot.disconnect()
+
+
+async def test_a_browser_that_reconnects_with_since_gets_exactly_what_it_missed(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token, count=10)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    assert (await receive(browser))["last_seq"] == 10
+    await browser.disconnect()
+    await send(bot, {"batch": [wrap(i, token_message(i)) for i in range(11, 21)]})
+    for _ in range(10):
+        await receive(bot)
+    back, _, _ = await open_browser("/ws/sessions/s1/?since=10", staff_cookie)
+    snapshot = await receive(back)
+    assert [e["seq"] for e in snapshot["events"]] == list(range(11, 21))
+    await send(bot, wrap(21, token_message(21)))
+    (live,) = await receive_until(back, lambda f: f.get("type") == "events")
+    assert [e["seq"] for e in live["events"]] == [21]
+    await back.disconnect()
+    await bot.disconnect()
+
+
+async def test_a_relay_lost_on_the_way_is_backfilled_from_the_database(ingest_token, staff_cookie, monkeypatch):
+    """group_send may drop (full channel, Redis blip): the next batch reveals the gap."""
+    from channels.layers import InMemoryChannelLayer
+
+    bot = await start_bot(ingest_token)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(browser)
+    real_group_send = InMemoryChannelLayer.group_send
+    dropped = []
+
+    async def lossy(self, group, message):
+        if message.get("type") == "session.events" and not dropped:
+            dropped.append(message["first_seq"])
+            return None
+        return await real_group_send(self, group, message)
+
+    monkeypatch.setattr(InMemoryChannelLayer, "group_send", lossy)
+    await send(bot, wrap(1, token_message(1)))
+    await receive(bot)
+    await send(bot, wrap(2, token_message(2)))
+    frames = await receive_until(browser, lambda f: f.get("events") and f["events"][-1]["seq"] == 2)
+    assert dropped == [1]
+    assert seqs(frames) == [1, 2]
+    await browser.disconnect()
+    await bot.disconnect()
+
+
+async def test_a_browser_that_stops_acknowledging_is_told_to_resync_and_gets_no_more(
+    ingest_token, staff_cookie, settings
+):
+    settings.BROWSER_MAX_LAG = 20
+    bot = await start_bot(ingest_token)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(browser)
+    for i in range(1, 101):
+        await send(bot, wrap(i, token_message(i)))
+        await asyncio.sleep(0.002)
+    for _ in range(100):
+        await receive(bot)
+    frames = await receive_until(browser, lambda f: f.get("type") == "resync")
+    assert frames[-1]["after_seq"] == 0
+    await asyncio.sleep(0.2)
+    assert await browser.receive_nothing(0.3)  # nothing more while it is behind
+    sent = seqs(frames)
+    assert 20 <= len(sent) < 100
+    # It catches up by asking for what it missed.
+    await send(browser, {"ack": sent[-1]})
+    await send(browser, {"since": sent[-1]})
+    snapshot = await receive(browser)
+    assert [e["seq"] for e in snapshot["events"]] == list(range(sent[-1] + 1, 101))
+    await browser.disconnect()
+    await bot.disconnect()
+
+
+async def test_a_browser_that_acknowledges_is_never_paused(ingest_token, staff_cookie, settings):
+    settings.BROWSER_MAX_LAG = 20
+    bot = await start_bot(ingest_token)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(browser)
+    got = []
+    for i in range(1, 101):
+        await send(bot, wrap(i, token_message(i)))
+        if i % 10 == 0:
+            frames = await receive_until(browser, lambda f, i=i: f.get("events") and f["events"][-1]["seq"] == i)
+            got += seqs(frames)
+            await send(browser, {"ack": got[-1]})
+    assert got == list(range(1, 101))
+    await browser.disconnect()
+    await bot.disconnect()
+
+
+async def test_the_session_list_socket_streams_started_updated_and_ended(ingest_token, staff_cookie):
+    watcher, connected, _ = await open_browser("/ws/sessions/", staff_cookie)
+    assert connected
+    first = await receive(watcher)
+    assert first["type"] == "live" and first["sessions"] == []
+    bot = await start_bot(ingest_token)
+    started = await receive(watcher)
+    assert started["type"] == "started" and started["session"]["id"] == "s1"
+    await send(bot, wrap(1, token_message(1)))
+    updated = await receive_until(watcher, lambda f: f["type"] == "updated")
+    assert updated[-1]["session"]["event_count"] == 1
+    await bot.disconnect()
+    ended = await receive_until(watcher, lambda f: f["type"] == "ended")
+    assert ended[-1]["session"]["status"] == "ended"
+    await watcher.disconnect()
+
+
+async def test_the_session_list_socket_lists_live_sessions_on_connect(ingest_token, staff_cookie):
+    bot = await start_bot(ingest_token, "call-1", count=1)
+    watcher, _, _ = await open_browser("/ws/sessions/", staff_cookie)
+    assert [s["id"] for s in (await receive(watcher))["sessions"]] == ["call-1"]
+    await watcher.disconnect()
+    await bot.disconnect()
+
+
+async def test_the_session_list_socket_shows_only_the_users_organization(other_org, staff_cookie):
+    from rtvi_monitor.models import IngestToken
+
+    foreign_token = (await sync_to_async(IngestToken.issue)(other_org))[1]
+    watcher, _, _ = await open_browser("/ws/sessions/", staff_cookie)
+    await receive(watcher)
+    bot = await start_bot(foreign_token, "globex-call", count=1)
+    assert await watcher.receive_nothing(0.3)
+    await watcher.disconnect()
+    await bot.disconnect()
+
+
+async def test_a_staff_user_without_organization_is_refused(ingest_token, django_user_model, client):
+    user = await sync_to_async(django_user_model.objects.create_user)("lost", password="x-long-pass-1", is_staff=True)
+    await sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    _, connected, _ = await open_browser("/ws/sessions/", cookie)
+    assert not connected
+    assert not await sync_to_async(Membership.objects.filter(user=user).exists)()

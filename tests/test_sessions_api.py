@@ -1,0 +1,157 @@
+"""The sessions JSON API through the real URLconf: auth, scoping, filters, detail, NDJSON."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from rtvi_monitor.models import Event, Session
+from tests.conftest import make_agent
+from tests.sockets import rtvi
+
+pytestmark = pytest.mark.django_db
+
+T0 = 1_750_000_000.0
+
+CONVERSATION = [
+    ("from-client", rtvi("client-ready", {"version": "2.1.0", "about": {"library": "@pipecat-ai/client-js"}})),
+    ("to-client", rtvi("bot-ready", {"version": "2.1.0", "about": {"name": "support"}}, id="r1")),
+    ("to-client", rtvi("user-started-speaking")),
+    (
+        "to-client",
+        rtvi("user-transcription", {"text": "where is my", "final": False, "timestamp": "t", "user_id": "u"}),
+    ),
+    (
+        "to-client",
+        rtvi("user-transcription", {"text": "Where is my order?", "final": True, "timestamp": "t", "user_id": "u"}),
+    ),
+    ("to-client", rtvi("user-stopped-speaking")),
+    ("to-client", rtvi("bot-llm-started")),
+    ("to-client", rtvi("bot-llm-text", {"text": "It ships"})),
+    ("to-client", rtvi("bot-llm-text", {"text": " today."})),
+    ("to-client", rtvi("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": 0.25}]})),
+    ("to-client", rtvi("bot-tts-started")),
+    ("to-client", rtvi("bot-started-speaking")),
+    ("to-client", rtvi("bot-tts-text", {"text": "It ships today."})),
+    ("to-client", rtvi("bot-tts-stopped")),
+    ("to-client", rtvi("bot-stopped-speaking")),
+    ("to-client", rtvi("bot-llm-stopped")),
+    ("to-client", rtvi("error", {"error": "TTS hiccup", "fatal": False})),
+]
+
+
+def make_session(org, session_id="call-1", agent=None, messages=CONVERSATION, **fields):
+    session = Session.objects.create(organization=org, session_id=session_id, agent=agent, **fields)
+    Event.objects.bulk_create(
+        Event(
+            session=session,
+            seq=i,
+            direction=direction,
+            type=message["type"],
+            received_at=T0 + i * 0.5,  # user stops at seq 6 (T0+3.0), bot starts at seq 12 (T0+6.0)
+            message=json.dumps(message),
+        )
+        for i, (direction, message) in enumerate(messages, 1)
+    )
+    Event.objects.create(session=session, seq=len(messages) + 1, direction="to-client", type="", received_at=T0 + 20,
+                         message="not json at all", valid=False, error="not JSON")  # fmt: skip
+    return session
+
+
+def api(client, path, key):
+    return client.get(path, HTTP_AUTHORIZATION=f"Bearer {key}")
+
+
+def test_the_session_api_needs_a_key_or_a_staff_login(client, org):
+    make_session(org)
+    for path in ("/api/sessions/", "/api/sessions/call-1/", "/api/sessions/call-1/events.ndjson"):
+        response = client.get(path)
+        assert response.status_code == 401 and response.json()["code"] == "401"
+        assert api(client, path, "pk_bogus").status_code == 401
+
+
+def test_a_staff_login_reads_the_api(staff_client, org):
+    make_session(org)
+    assert staff_client.get("/api/sessions/").json()["sessions"][0]["id"] == "call-1"
+
+
+def test_the_detail_has_the_derived_state(client, org, api_key, agents):
+    make_session(org, agent=agents[0])
+    body = api(client, "/api/sessions/call-1/", api_key).json()
+    assert body["id"] == "call-1" and body["agent_id"] == str(agents[0].pk)
+    assert body["status"] == "live" and body["protocol_version"] == "2.1.0"
+    assert body["started_at"] and body["ended_at"] is None
+    assert body["event_count"] == 18 and body["invalid_count"] == 1
+    transcript = [(t["role"], t["text"], t["final"]) for t in body["transcript"]]
+    assert ("user", "Where is my order?", True) in transcript
+    assert not any(text == "where is my" for _, text, _ in transcript)
+    assert [t["text"].strip() for t in body["transcript"] if t["role"] == "bot"] == ["It ships today."]
+    (turn,) = body["turns"]
+    assert turn["latency_ms"] == pytest.approx(3000)
+    assert body["latency"]["p50"] == pytest.approx(3000)
+    assert body["metrics"] and body["errors"][0]["message"] == "TTS hiccup"
+    assert "function_calls" in body
+
+
+def test_an_ended_session_serves_its_frozen_state(client, org, api_key):
+    make_session(org, status="ended", ended_at=timezone.now(), state={"transcript": [], "counts": {"total": 99}})
+    body = api(client, "/api/sessions/call-1/", api_key).json()
+    assert body["status"] == "ended" and body["event_count"] == 99
+
+
+def test_events_ndjson_streams_every_stored_message_in_order(client, org, api_key):
+    make_session(org)
+    response = api(client, "/api/sessions/call-1/events.ndjson", api_key)
+    assert response["Content-Type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert [line["seq"] for line in lines] == list(range(1, 19))
+    assert lines[0]["direction"] == "from-client" and lines[0]["message"]["type"] == "client-ready"
+    assert {"seq", "direction", "received_at", "message"} <= set(lines[0])
+    assert lines[-1]["message"] == "not json at all" and lines[-1]["valid"] is False
+
+
+def test_an_organization_never_sees_anothers_sessions(client, org, other_org, api_key):
+    make_session(other_org, "globex-call")
+    assert api(client, "/api/sessions/", api_key).json()["sessions"] == []
+    for path in ("/api/sessions/globex-call/", "/api/sessions/globex-call/events.ndjson"):
+        assert api(client, path, api_key).status_code == 404
+
+
+def test_the_list_filters_by_agent_status_time_and_text(client, org, api_key):
+    support, sales = make_agent(org, "support"), make_agent(org, "sales")
+    now = timezone.now()
+    make_session(org, "a", agent=support, transcript_text="user: refund please", started_at=now - timedelta(hours=3))
+    make_session(
+        org, "b", agent=sales, transcript_text="user: new plan", status="ended", started_at=now - timedelta(hours=1)
+    )
+    make_session(org, "c", agent=support, transcript_text="user: REFUND again", started_at=now)
+
+    def ids(query):
+        response = api(client, f"/api/sessions/?{query}", api_key)
+        assert response.status_code == 200, response.content
+        return [s["id"] for s in response.json()["sessions"]]
+
+    assert ids("") == ["c", "b", "a"]
+    assert ids(f"agent={support.pk}") == ["c", "a"]
+    assert ids("status=ended") == ["b"]
+    assert ids("q=refund") == ["c", "a"]
+    after = (now - timedelta(hours=2)).isoformat()
+    assert ids(f"started_after={after.replace('+', '%2B')}") == ["c", "b"]
+    assert ids(f"started_before={after.replace('+', '%2B')}") == ["a"]
+    assert ids("limit=1") == ["c"]
+    assert api(client, "/api/sessions/?limit=1", api_key).json()["next_offset"] == 1
+
+
+@pytest.mark.parametrize(
+    "query,words",
+    [
+        ("status=dead", "status"),
+        ("agent=nope", "agent"),
+        ("started_after=yesterday", "started_after"),
+        ("limit=x", "limit"),
+    ],
+)
+def test_a_bad_filter_is_a_400_naming_it(client, org, api_key, query, words):
+    response = api(client, f"/api/sessions/?{query}", api_key)
+    assert response.status_code == 400 and words in response.json()["error"]
