@@ -78,9 +78,13 @@ def staff_client(client, staff_user):
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium driven by Playwright; skipped (or failed in CI) when missing."""
+    """Debian's Chromium driven by Playwright; skipped (or failed in CI) when missing.
+
+    Module-scoped: Playwright's sync API keeps an event loop running in the
+    main thread while it is open, which async tests elsewhere cannot share.
+    """
     if not os.path.exists(CHROMIUM):
         skip_or_fail(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
