@@ -131,15 +131,22 @@ class DashboardTarget(Target):
     name = "dashboard"
 
     def __init__(self, processes: int = 1):
-        env = {"SESSION_END_GRACE": "5", "INGEST_RATE_LIMIT": "100000"}
+        # Production settings (DEBUG off: no query logging), plain HTTP on loopback.
+        env = {
+            "DEBUG": "false",
+            "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "false",
+            "SESSION_END_GRACE": "5",
+            "INGEST_RATE_LIMIT": "100000",
+        }
         first = DaphneServer(env=env).start()
         self.servers = [first] + [
             DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
         ]
         self.name = f"dashboard x{processes}" if processes > 1 else "dashboard"
         self.token = first.manage("create_ingest_token", "--org", "Bench").splitlines()[-1]
-        first.manage("shell", "-c", STAFF)
-        self.cookie = asyncio.run(login(first.url))
+        self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
         self.db = first.env["SQLITE_PATH"] if not os.getenv("DATABASE_URL") else None
 
     def ws_urls(self):
@@ -168,29 +175,30 @@ from dashboard.models import Membership, Organization
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
 user.set_password("bench-password-1"); user.save()
 Membership.objects.update_or_create(user=user, defaults={"organization": Organization.objects.get(name="Bench")})
+# A logged-in browser session, made directly: secure cookies cannot be set over plain HTTP.
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+session = SessionStore()
+session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: "django.contrib.auth.backends.ModelBackend",
+                HASH_SESSION_KEY: user.get_session_auth_hash()})
+session.create()
+print(session.session_key)
 """
 
 
-async def login(url: str) -> str:
-    async with httpx.AsyncClient(base_url=url) as client:
-        page = await client.get("/login/")
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        await client.post(
-            "/login/", data={"username": "bench", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
-        )
-        return f"sessionid={client.cookies['sessionid']}"
-
-
-async def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str) -> dict:
-    urls = target.ws_urls()
-    session_ids = [f"bench-{tag}-{i}" for i in range(bots)]
+async def generate(info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str,
+                   started, sent) -> dict:  # fmt: skip
+    """One load-generator process: some of the bots, and their sessions' browsers."""
+    urls, token, cookie, dashboard = info["urls"], info["token"], info["cookie"], info["dashboard"]
     per_bot = int(rate * seconds)
     viewer_stats: list[Viewer] = []
     done = asyncio.Event()
 
     async def view(url: str, session_id: str, stats: Viewer, ready: asyncio.Event):
-        headers = {"Cookie": target.cookie} if target.cookie else {}
-        async with websockets.connect(f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=url.replace("ws", "http", 1), max_queue=None) as socket:  # fmt: skip # noqa: E501
+        headers = {"Cookie": cookie} if cookie else {}
+        origin = url.replace("ws", "http", 1)
+        acked = [0, time.time()]  # events counted and time at the last ack
+        async with websockets.connect(f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None) as socket:  # fmt: skip # noqa: E501
             ready.set()
             while True:
                 try:
@@ -206,24 +214,27 @@ async def run_load(target: Target, bots: int, rate: float, seconds: float, viewe
                         if event.get("sent_at"):
                             stats.latencies.append(now - event["sent_at"])
                         stats.seqs.append(event["seq"])
-                    if stats.seqs:
+                    # Acknowledge as the dashboard's page does: every 200 events or half second.
+                    if stats.seqs and (len(stats.seqs) - acked[0] >= 200 or now - acked[1] >= 0.5):
                         await socket.send(json.dumps({"ack": stats.seqs[-1]}))
+                        acked[:] = [len(stats.seqs), now]
                 elif frame.get("type") == "resync":
                     stats.resyncs += 1
                 elif "seq" in frame:  # the bare relay forwards the bot's frame as is
                     stats.latencies.append(now - frame["sent_at"])
                     stats.seqs.append(frame["seq"])
 
-    async def bot(index: int, url: str, session_id: str, watchers_ready: list[asyncio.Event]):
-        await asyncio.gather(*(e.wait() for e in watchers_ready))
-        headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-        async with websockets.connect(f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None) as socket:  # fmt: skip
+    go = asyncio.Event()
 
+    async def bot(index: int, url: str, session_id: str):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with websockets.connect(f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None) as socket:  # fmt: skip
             async def drain():
                 async for _ in socket:
                     pass
 
             drainer = asyncio.create_task(drain())
+            await go.wait()
             await asyncio.sleep(random.random() / rate)  # spread the bots over one interval
             start = time.monotonic()
             for seq in range(2, per_bot + 2):  # seq 1 is the hello
@@ -232,18 +243,17 @@ async def run_load(target: Target, bots: int, rate: float, seconds: float, viewe
                     await asyncio.sleep(delay)
                 frame = {"seq": seq, "direction": "to-client", "sent_at": time.time(), "message": message(seq + index)}
                 await socket.send(json.dumps(frame))
-            await asyncio.sleep(3)  # let acks and relays finish before the session's socket closes
-            drainer.cancel()
+            return drainer, socket
 
-    tasks = []
-    bot_tasks = []
-    for i, session_id in enumerate(session_ids):
-        if target.name.startswith("dashboard"):
-            # The session must exist before a browser may watch it: the bot says hello first.
-            async with websockets.connect(f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers={"Authorization": f"Bearer {target.token}"}) as hello:  # fmt: skip # noqa: E501
+    readies, tasks = [], []
+    for i in indices:
+        session_id = f"bench-{tag}-{i}"
+        if dashboard:
+            # A browser may watch only a session that exists: the bot says hello first.
+            headers = {"Authorization": f"Bearer {token}"}
+            async with websockets.connect(f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers=headers) as hello:  # fmt: skip # noqa: E501
                 await hello.send(json.dumps({"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}}))  # fmt: skip # noqa: E501
                 await hello.recv()
-        readies = []
         for v in range(viewers):
             stats = Viewer()
             viewer_stats.append(stats)
@@ -251,41 +261,80 @@ async def run_load(target: Target, bots: int, rate: float, seconds: float, viewe
             readies.append(ready)
             # Browsers of one session on every process, round robin: scale-out must deliver across them.
             tasks.append(asyncio.create_task(view(urls[(i + v) % len(urls)], session_id, stats, ready)))
-        bot_tasks.append(asyncio.create_task(bot(i, urls[i % len(urls)], session_id, readies)))
-
-    pids = target.pids()
-    cpu_before = sum(proc_cpu_seconds(p) for p in pids)
-    wall_start = time.monotonic()
-    await asyncio.gather(*bot_tasks)
-    wall = time.monotonic() - wall_start
-    cpu = (sum(proc_cpu_seconds(p) for p in pids) - cpu_before) / wall * 100
+    await asyncio.gather(*(r.wait() for r in readies))
+    bot_tasks = [asyncio.create_task(bot(i, urls[i % len(urls)], f"bench-{tag}-{i}")) for i in indices]
+    await asyncio.to_thread(started.wait)
+    cpu_start = time.process_time()
+    go.set()
+    finished = await asyncio.gather(*bot_tasks)
+    load_cpu = time.process_time() - cpu_start
+    await asyncio.to_thread(sent.wait)
+    await asyncio.sleep(3)  # let the last relays arrive
     done.set()
     await asyncio.gather(*tasks)
+    for drainer, _ in finished:
+        drainer.cancel()
 
     expected = set(range(2, per_bot + 2))
-    latencies = [x for v in viewer_stats for x in v.latencies]
-    received = sum(len(set(v.seqs) & expected) for v in viewer_stats)
+    gaps = 0
+    for v in viewer_stats:
+        got = sorted(set(v.seqs) & expected)
+        gaps += sum(1 for a, b in zip(got, got[1:], strict=False) if b != a + 1)
+    return {
+        "latencies": [x for v in viewer_stats for x in v.latencies],
+        "received": sum(len(set(v.seqs) & expected) for v in viewer_stats),
+        "gaps": gaps,
+        "resyncs": sum(v.resyncs for v in viewer_stats),
+        "load_cpu": load_cpu,
+    }
+
+
+def _generator_process(args) -> dict:
+    return asyncio.run(generate(*args))
+
+
+def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str, generators: int) -> dict:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    manager = context.Manager()
+    started, sent = manager.Barrier(generators + 1), manager.Barrier(generators + 1)
+    info = {"urls": target.ws_urls(), "token": target.token, "cookie": target.cookie,
+            "dashboard": target.name.startswith("dashboard")}  # fmt: skip
+    shares = [list(range(g, bots, generators)) for g in range(generators)]
+    with context.Pool(generators) as pool:
+        pending = pool.map_async(
+            _generator_process, [(info, share, rate, seconds, viewers, tag, started, sent) for share in shares]
+        )
+        started.wait()
+        pids = target.pids()
+        cpu_before = sum(proc_cpu_seconds(p) for p in pids)
+        wall_start = time.monotonic()
+        time.sleep(seconds)
+        sent.wait()
+        wall = time.monotonic() - wall_start
+        cpu = (sum(proc_cpu_seconds(p) for p in pids) - cpu_before) / wall * 100
+        results = pending.get()
+    manager.shutdown()
+
+    per_bot = int(rate * seconds)
+    latencies = [x for r in results for x in r["latencies"]]
+    received = sum(r["received"] for r in results)
     sent_total = bots * per_bot
-    lost = sent_total * viewers - received
-    gaps = sum(
-        1
-        for v in viewer_stats
-        for a, b in zip(sorted(set(v.seqs) & expected), sorted(set(v.seqs) & expected)[1:])
-        if b != a + 1
-    )  # noqa: E501
-    stored = target.stored(session_ids)
+    stored = target.stored([f"bench-{tag}-{i}" for i in range(bots)])
     return {
         "target": target.name,
         "offered": bots * rate,
         "delivered_per_s": received / seconds,
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
-        "lost": lost,
-        "gaps": gaps,
-        "resyncs": sum(v.resyncs for v in viewer_stats),
+        "lost": sent_total * viewers - received,
+        "gaps": sum(r["gaps"] for r in results),
+        "resyncs": sum(r["resyncs"] for r in results),
         "cpu_pct": cpu,
+        "load_cpu_pct": sum(r["load_cpu"] for r in results) / wall * 100,
         "peak_mb": sum(proc_peak_mb(p) for p in pids),
-        "stored": None if stored is None else stored - (bots if target.name.startswith("dashboard") else 0),
+        "stored": None if stored is None else stored - (bots if info["dashboard"] else 0),
         "sent": sent_total,
     }
 
@@ -294,13 +343,14 @@ def row(r: dict) -> str:
     stored = "n/a" if r["stored"] is None else f"{r['stored']}/{r['sent']}"
     return (
         f"| {r['target']} | {r['offered']:.0f} | {r['delivered_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
-        f"{r['lost']} | {r['gaps']} | {r['resyncs']} | {r['cpu_pct']:.0f}% | {r['peak_mb']:.0f} | {stored} |"
+        f"{r['lost']} | {r['gaps']} | {r['resyncs']} | {r['cpu_pct']:.0f}% | {r['peak_mb']:.0f} | {stored} | "
+        f"{r['load_cpu_pct']:.0f}% |"
     )
 
 
 HEADER = (
     "| server | offered msg/s | delivered msg/s (to browsers) | p50 ms | p99 ms | lost | gaps | resyncs | server CPU "
-    "| peak MB | stored |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    "| peak MB | stored | load generator CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -313,6 +363,7 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=2)
     parser.add_argument("--target", choices=["both", "dashboard", "bare"], default="both")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes")
     args = parser.parse_args()
 
     rates = [float(r) for r in args.sweep.split(",")] if args.sweep else [args.rate]
@@ -325,7 +376,8 @@ def main() -> None:
         for rate in rates:
             target = DashboardTarget(args.processes) if kind == "dashboard" else BareTarget()
             try:
-                result = asyncio.run(run_load(target, args.bots, rate, args.seconds, args.viewers, f"{kind}{rate:g}"))
+                tag = f"{kind}{rate:g}"
+                result = run_load(target, args.bots, rate, args.seconds, args.viewers, tag, args.generators)
             finally:
                 target.stop()
             print(row(result), flush=True)

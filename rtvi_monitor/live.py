@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from rtvi_monitor import protocol
@@ -46,10 +46,14 @@ def org_group(organization_id) -> str:
 
 
 async def in_db_thread(fn, *args):
-    """Run fn(*args) on the live path's database thread."""
+    """Run fn(*args) on the live path's database thread.
+
+    The thread keeps its connection open across calls (reopening one per
+    flush cost more than the insert); a failed call drops it, so a restarted
+    database is reconnected on the next call.
+    """
 
     def call():
-        close_old_connections()
         try:
             return fn(*args)
         except Exception:
@@ -146,13 +150,14 @@ def load_events(session_pk: int, after_seq: int = 0, limit: int | None = None, n
 
 def session_fields(state: SessionState) -> dict:
     """The Session columns derived from the state: what lists, filters and search read."""
+    # Called about once a second per live session: read the state's parts
+    # directly rather than building the whole to_dict().
     summary = state.summary()
-    full = state.to_dict()
     latency = summary.get("latency") or {}
     return {
         "protocol_version": summary.get("protocol_version") or "",
-        "client_about": full.get("client_about") or {},
-        "bot_about": full.get("bot_about") or {},
+        "client_about": state.client_about if isinstance(state.client_about, dict) else {},
+        "bot_about": state.bot_about if isinstance(state.bot_about, dict) else {},
         "event_count": summary["event_count"],
         "invalid_count": summary["invalid_count"],
         "unknown_count": summary["unknown_count"],
@@ -164,7 +169,7 @@ def session_fields(state: SessionState) -> dict:
         "latency_max_ms": latency.get("max"),
         "fatal": summary["fatal"],
         "transcript_text": "\n".join(
-            f"{item['role']}: {item['text']}" for item in full.get("transcript", []) if item.get("final", True)
+            f"{item['role']}: {item['text']}" for item in state.transcript if item.get("final", True)
         ),
     }
 
@@ -200,6 +205,7 @@ class LiveSession:
     session_id: str
     state: SessionState
     seen: set[int]
+    max_seq: int = 0
     connections: int = 0
     last_summary_at: float = 0.0
     summary_due: bool = True
@@ -209,7 +215,7 @@ class LiveSession:
 
     @property
     def next_seq(self) -> int:
-        return max(self.seen, default=0) + 1
+        return self.max_seq + 1
 
     def accept(self, frame: Any, raw: str, received_at: float, replier: Replier) -> tuple[Row | None, dict | None]:
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) into a Row.
@@ -260,6 +266,7 @@ class LiveSession:
         if reply is None and not checked.valid:
             reply = {"error": checked.error, "seq": None}
         self.seen.add(seq)
+        self.max_seq = max(self.max_seq, seq)
         if reply is not None:
             self.waiting[seq] = [replier]
         valid = checked.valid and not extra_error
@@ -290,6 +297,7 @@ class Registry:
                 session_id=session.session_id,
                 state=replay(events),
                 seen={e["seq"] for e in events},
+                max_seq=events[-1]["seq"] if events else 0,
             )
             self.sessions[session.pk] = live
         live.connections += 1
@@ -366,9 +374,14 @@ class Writer:
             self.wake.set()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
         while True:
+            # Flush on a fixed cadence (not "interval after the last flush
+            # ended"), or sooner when INGEST_FLUSH_ROWS are waiting.
+            next_at = max(next_at + settings.INGEST_FLUSH_INTERVAL, loop.time())
             try:
-                await asyncio.wait_for(self.wake.wait(), settings.INGEST_FLUSH_INTERVAL)
+                await asyncio.wait_for(self.wake.wait(), max(0.0, next_at - loop.time()))
             except TimeoutError:
                 pass
             self.wake.clear()

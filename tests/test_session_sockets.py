@@ -126,7 +126,7 @@ async def test_a_browser_that_reconnects_with_since_gets_exactly_what_it_missed(
 
 async def test_a_relay_lost_on_the_way_is_backfilled_from_the_database(ingest_token, staff_cookie, monkeypatch):
     """group_send may drop (full channel, Redis blip): the next batch reveals the gap."""
-    from channels.layers import InMemoryChannelLayer
+    from rtvi_monitor.layers import InMemoryChannelLayer
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
