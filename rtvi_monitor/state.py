@@ -334,7 +334,7 @@ class SessionState:
         if isinstance(data.get("function_name"), str):
             call["function_name"] = data["function_name"]
         args = data.get("args", data.get("arguments"))
-        if args is not None:
+        if args is not None and (call["args"] is None or args):  # a result may echo empty args
             call["args"] = args
         return call
 
