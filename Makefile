@@ -25,6 +25,10 @@ run: $(VENV)/.installed
 	@echo "  Private API key: $$(tail -n 1 var/seed.out)"
 	@echo "  Try: curl -H \"Authorization: Bearer $$(tail -n 1 var/seed.out)\" \"http://$(HOST):$(PORT)/v1/agents?includeActiveDeployment=true\""
 	@echo
+	@echo "  A demo bot streams live sessions into it (log: var/demo-bot.log). Ctrl-C stops both."
+	@echo
+	@$(BIN)/python manage.py demo_bot > var/demo-bot.log 2>&1 & bot=$$!; \
+	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 
 test: $(VENV)/.installed

@@ -129,11 +129,21 @@ def event_from_db(event: Event) -> dict:
     }
 
 
+def event_time(sent_at: float | None, received_at: float) -> float:
+    """When a message happened, for the state: the bot's own clock when it says.
+
+    A bot's client batches messages, so many arrive together; their sent_at
+    keeps the real spacing that turn latencies are made of.
+    """
+    return sent_at if sent_at is not None else received_at
+
+
 def replay(events: list[dict]) -> SessionState:
     state = SessionState()
     for e in events:
         message = e["message"] if isinstance(e["message"], dict) else None
-        state.apply(StateEvent(e["seq"], e["direction"], e["received_at"], message, e["valid"], e["error"]))
+        at = event_time(e["sent_at"], e["received_at"])
+        state.apply(StateEvent(e["seq"], e["direction"], at, message, e["valid"], e["error"]))
     return state
 
 
@@ -272,7 +282,8 @@ class LiveSession:
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
         message = checked.message if checked.message is not None else (checked.raw or raw)
-        self.state.apply(StateEvent(seq, direction, received_at, checked.message, valid, error))
+        at = event_time(sent_at, received_at)
+        self.state.apply(StateEvent(seq, direction, at, checked.message, valid, error))
         self.summary_due = True
         return Row(self, seq, direction, checked.type, received_at, sent_at, message, valid, error, reply, replier)
 

@@ -1,0 +1,184 @@
+"""Stream a bot's RTVI messages to the dashboard. Needs only `websockets`; no Django.
+
+    client = DashboardClient("ws://dashboard:8000", token, session_id, agent_id)
+    client.start()                       # from inside the bot's event loop
+    client.send(message)                 # never blocks, never raises
+    client.send(message, "from-client")  # what the bot's client sent it
+    await client.close()                 # waits (bounded) for the last acks
+
+Every message gets a sequence number and waits in a bounded buffer until the
+dashboard acknowledges that it is stored. On a lost connection the client
+reconnects with jittered backoff and resends whatever was not acknowledged;
+the dashboard stores each (session, seq) once, so nothing is lost or doubled.
+When the buffer is full the oldest messages are dropped (and counted): a bot
+must never slow down or fail because its monitor is away.
+"""
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import OrderedDict
+from urllib.parse import quote
+
+import websockets
+
+logger = logging.getLogger("rtvi_monitor.client")
+
+FATAL_CLOSE_CODES = {4400, 4401, 4403}
+
+
+class DashboardClient:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        max_buffer: int = 10_000,
+        batch_interval: float = 0.05,
+        max_batch: int = 200,
+    ):
+        base = url.rstrip("/")
+        self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/" + (f"?agent={quote(agent_id)}" if agent_id else "")
+        self.token = token
+        self.session_id = session_id
+        self.max_buffer = max_buffer
+        self.batch_interval = batch_interval
+        self.max_batch = max_batch
+        self._seq = 0
+        self._unacked: OrderedDict[int, str] = OrderedDict()  # seq -> frame text, oldest first
+        self._unsent: list[int] = []  # seqs not yet written on the current connection
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self.stats = {"sent": 0, "acked": 0, "errors": 0, "dropped": 0, "reconnects": 0, "connected": False}
+        self.last_error = ""
+
+    # --- the bot's side: cheap and synchronous ---------------------------------
+
+    def start(self) -> None:
+        """Start streaming in the background (idempotent; needs a running event loop)."""
+        if self._task is None or self._task.done():
+            self._wake, self._idle = asyncio.Event(), asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"rtvi-dashboard-{self.session_id}")
+
+    def send(self, message: dict, direction: str = "to-client") -> int | None:
+        """Queue one RTVI message; returns its seq. Never blocks, never raises."""
+        try:
+            self._seq += 1
+            seq = self._seq
+            frame = json.dumps({"seq": seq, "direction": direction, "sent_at": time.time(), "message": message})
+        except (TypeError, ValueError) as exc:
+            logger.warning("RTVI message not sent to the dashboard: not JSON-serializable (%s)", exc)
+            return None
+        if len(self._unacked) >= self.max_buffer:
+            oldest, _ = self._unacked.popitem(last=False)
+            self.stats["dropped"] += 1
+            if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
+                logger.warning("Dashboard unreachable: %d messages dropped so far", self.stats["dropped"])
+        self._unacked[seq] = frame
+        self._unsent.append(seq)
+        if self._wake is not None:
+            self._idle.clear()
+            self._wake.set()
+        return seq
+
+    async def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything sent so far is acknowledged; False on timeout."""
+        if not self._unacked:
+            return True
+        if self._idle is None:
+            return False
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Flush (bounded by timeout), then stop."""
+        await self.flush(timeout)
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    # --- the background task ------------------------------------------------------
+
+    async def _run(self) -> None:
+        delay = 0.2
+        while not self._closing:
+            try:
+                async with websockets.connect(
+                    self.url, additional_headers={"Authorization": f"Bearer {self.token}"}, open_timeout=10
+                ) as socket:
+                    self.stats["connected"] = True
+                    delay = 0.2
+                    # Everything unacknowledged goes again, in order.
+                    self._unsent = list(self._unacked)
+                    reader = asyncio.create_task(self._read(socket))
+                    try:
+                        await self._write(socket, reader)
+                    finally:
+                        reader.cancel()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: the bot must not notice
+                self.last_error = str(exc) or type(exc).__name__
+                code = getattr(getattr(exc, "rcvd", None), "code", None)
+                if code in FATAL_CLOSE_CODES:
+                    logger.error("The dashboard refused this bot (%s): %s", code, self.last_error)
+                    delay = max(delay, 30.0)
+            self.stats["connected"] = False
+            if self._closing:
+                return
+            self.stats["reconnects"] += 1
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 10.0)
+
+    async def _write(self, socket, reader: asyncio.Task) -> None:
+        while not reader.done():
+            if not self._unsent:
+                self._wake.clear()
+                wait = asyncio.create_task(self._wake.wait())
+                await asyncio.wait({wait, reader}, return_when=asyncio.FIRST_COMPLETED)
+                wait.cancel()
+                continue
+            await asyncio.sleep(self.batch_interval)  # let a few messages gather into one frame
+            batch, self._unsent = self._unsent[: self.max_batch], self._unsent[self.max_batch :]
+            frames = [self._unacked[seq] for seq in batch if seq in self._unacked]
+            if frames:
+                await socket.send(frames[0] if len(frames) == 1 else '{"batch": [' + ",".join(frames) + "]}")
+                self.stats["sent"] += len(frames)
+        reader.result()  # re-raise why the connection ended
+
+    async def _read(self, socket) -> None:
+        async for raw in socket:
+            try:
+                reply = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(reply, dict):
+                continue
+            if "ack" in reply:
+                if self._unacked.pop(reply["ack"], None) is not None:
+                    self.stats["acked"] += 1
+            elif "error" in reply:
+                self.stats["errors"] += 1
+                self.last_error = str(reply["error"])
+                if reply.get("seq") is not None:
+                    # Recorded as invalid: final, do not resend.
+                    self._unacked.pop(reply["seq"], None)
+                elif reply.get("fatal"):
+                    logger.error("The dashboard refused this bot: %s", reply["error"])
+                else:
+                    logger.warning("The dashboard answered: %s", reply["error"])
+            if not self._unacked:
+                self._idle.set()

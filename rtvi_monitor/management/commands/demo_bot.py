@@ -1,0 +1,56 @@
+"""python manage.py demo_bot: a simulated voice bot streaming into the dashboard.
+
+It is a client of the public ingest socket, like any real bot. With no
+--token it issues an ingest token for the organization (setup, like reading
+a config file); the messages themselves travel only over the socket.
+"""
+
+import asyncio
+import os
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import Agent, Organization
+from rtvi_monitor.demo import DemoBot
+from rtvi_monitor.models import IngestToken
+
+
+class Command(BaseCommand):
+    help = "Play realistic RTVI sessions into the dashboard through its ingest socket."
+
+    def add_arguments(self, parser):
+        port = os.getenv("PORT", "8000")
+        parser.add_argument("--url", default=f"ws://{os.getenv('HOST', '127.0.0.1')}:{port}", help="Dashboard base URL")
+        parser.add_argument("--token", default=os.getenv("RTVI_DASHBOARD_TOKEN", ""), help="Ingest token")
+        parser.add_argument("--org", default="Demo Voice Co", help="Organization, when no --token is given")
+        parser.add_argument("--agent", default="", help="Agent id (default: one of the organization's agents)")
+        parser.add_argument("--sessions", type=int, default=0, help="Sessions to play (0: forever)")
+        parser.add_argument("--concurrent", type=int, default=2, help="Sessions at once")
+        parser.add_argument("--speed", type=float, default=1.0, help="Faster than real time when > 1")
+
+    def handle(self, *args, url, token, org, agent, sessions, concurrent, speed, **options):
+        agents = []
+        if not token:
+            organization = Organization.objects.filter(name=org).first()
+            if organization is None:
+                raise CommandError(f"No organization {org!r}: run `manage.py seed_demo` or pass --token.")
+            token = IngestToken.issue(organization, "demo bot")[1]
+            agents = [str(a.pk) for a in Agent.objects.filter(organization=organization, deleted_at__isnull=True)]
+        if agent:
+            agents = [agent]
+        self.stdout.write(f"Demo bot streaming to {url} ({'forever' if not sessions else f'{sessions} sessions'})")
+        asyncio.run(self.play(url, token, agents, sessions, concurrent, speed))
+
+    async def play(self, url, token, agents, sessions, concurrent, speed):
+        played = 0
+
+        async def worker(n):
+            nonlocal played
+            bot = DemoBot(url, token, speed=speed)
+            while not sessions or played < sessions:
+                played += 1
+                bot.agent_id = bot.random.choice(agents) if agents else None
+                session_id = await bot.session()
+                self.stdout.write(f"played {session_id}")
+
+        await asyncio.gather(*(worker(n) for n in range(max(1, concurrent))))

@@ -1,0 +1,93 @@
+"""rtvi_monitor.client and the demo bot against the real server (daphne in a subprocess)."""
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from rtvi_monitor.client import DashboardClient
+from rtvi_monitor.demo import DemoBot
+from tests.server import DaphneServer, free_port
+from tests.sockets import rtvi
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with DaphneServer(env={"SESSION_END_GRACE": "1"}) as running:
+        running.token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
+        running.key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
+        yield running
+
+
+def stored(server, session_id) -> list[dict]:
+    response = httpx.get(
+        f"{server.url}/api/sessions/{session_id}/events.ndjson", headers={"Authorization": f"Bearer {server.key}"}
+    )
+    return [json.loads(line) for line in response.text.splitlines()] if response.status_code == 200 else []
+
+
+async def test_every_message_sent_is_stored_once_in_order(server):
+    client = DashboardClient(server.ws_url, server.token, "client-basic")
+    client.start()
+    for i in range(500):
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    assert await client.flush(20)
+    await client.close()
+    lines = stored(server, "client-basic")
+    assert [line["seq"] for line in lines] == list(range(1, 501))
+    assert client.stats["acked"] == 500 and client.stats["dropped"] == 0
+
+
+async def test_send_never_blocks_or_raises_while_the_dashboard_is_down():
+    client = DashboardClient(f"ws://127.0.0.1:{free_port()}", "it_x", "nobody-home", max_buffer=100)
+    client.start()
+    started = time.perf_counter()
+    for i in range(1000):
+        client.send(rtvi("bot-llm-text", {"text": str(i)}))
+    assert time.perf_counter() - started < 1.0
+    await asyncio.sleep(0.5)
+    assert client.stats["dropped"] == 900 and not client.stats["connected"]
+    assert client.send({"not": {1, 2}}) is None  # not JSON: refused quietly
+    assert not await client.flush(0.2)
+    await client.close(0.1)
+
+
+async def test_a_server_restart_loses_nothing_and_duplicates_nothing(server):
+    client = DashboardClient(server.ws_url, server.token, "client-restart")
+    client.start()
+    for i in range(100):
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    assert await client.flush(10)
+    await asyncio.to_thread(server.stop)
+    for i in range(100, 200):  # sent while the dashboard is away
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(server.start, False)
+    assert await client.flush(30)
+    await client.close()
+    assert [line["seq"] for line in stored(server, "client-restart")] == list(range(1, 201))
+    assert client.stats["reconnects"] >= 1
+
+
+async def test_the_demo_bot_plays_a_whole_session_through_the_public_socket(server):
+    session_id = await DemoBot(server.ws_url, server.token, speed=50, seed=3).session(turns=3)
+    await asyncio.sleep(0.3)
+    body = httpx.get(
+        f"{server.url}/api/sessions/{session_id}/", headers={"Authorization": f"Bearer {server.key}"}
+    ).json()
+    assert body["invalid_count"] == 0 and body["event_count"] > 100
+    users = [t["text"] for t in body["transcript"] if t["role"] == "user"]
+    assert users == [
+        "Hi, I'd like to check on my order",
+        "It's four five seven two",
+        "Can I change the delivery address",
+    ]
+    bots = [t["text"] for t in body["transcript"] if t["role"] == "bot"]
+    assert bots[0] == "Of course. Could you give me the order number?"
+    assert len(body["turns"]) == 3 and body["latency"]["p50"] > 0
+    assert body["function_calls"][0]["function_name"] == "lookup_order"
+    assert body["metrics"]["ttfb"] and body["client_messages"][0]["status"] == "answered"
