@@ -1,0 +1,186 @@
+"""A real Pipecat pipeline (PipelineWorker, RTVIProcessor, RTVIObserver) streaming to the real dashboard.
+
+The LLM and TTS are scripted processors that push the frames Pipecat's
+services push (streamed tokens, TTS text, speaking state, metrics in
+seconds); no network. The bot's "client" is the end of the pipeline, where a
+transport would pick up the RTVI frames.
+"""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+pipecat = pytest.importorskip("pipecat", reason="pipecat-ai is not installed (pip install -r requirements-pipecat.txt)")
+
+from pipecat.frames.frames import (  # noqa: E402
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    EndFrame,
+    Frame,
+    InputTransportMessageFrame,
+    InterimTranscriptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    MetricsFrame,
+    OutputTransportMessageUrgentFrame,
+    TranscriptionFrame,
+    TTSStartedFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.metrics.metrics import TTFBMetricsData  # noqa: E402
+from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
+from pipecat.workers.runner import WorkerRunner  # noqa: E402
+
+from rtvi_monitor.pipecat import DashboardRTVIProcessor  # noqa: E402
+from tests.server import DaphneServer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class ScriptedLLM(FrameProcessor):
+    """Answers each final transcription by streaming canned tokens, with a TTFB metric in seconds."""
+
+    def __init__(self, answers: list[list[str]]):
+        super().__init__()
+        self.answers = answers
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        if isinstance(frame, TranscriptionFrame) and self.answers:
+            await self.push_frame(LLMFullResponseStartFrame())
+            await self.push_frame(
+                MetricsFrame(data=[TTFBMetricsData(processor="ScriptedLLM#0", model="canned-1", value=0.21)])
+            )
+            for token in self.answers.pop(0):
+                await self.push_frame(LLMTextFrame(text=token))
+            await self.push_frame(LLMFullResponseEndFrame())
+
+
+class ScriptedTTS(FrameProcessor):
+    """Speaks each LLM response: TTS started, the spoken text, bot speaking, TTS stopped."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = ""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        if isinstance(frame, LLMTextFrame):
+            self.text += frame.text
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            await self.push_frame(TTSStartedFrame())
+            await self.push_frame(
+                MetricsFrame(data=[TTFBMetricsData(processor="ScriptedTTS#0", model="tone", value=0.12)])
+            )
+            await self.push_frame(BotStartedSpeakingFrame())
+            await self.push_frame(TTSTextFrame(text=self.text.strip(), aggregated_by="sentence"))
+            await self.push_frame(TTSStoppedFrame())
+            await self.push_frame(BotStoppedSpeakingFrame())
+            self.text = ""
+
+
+class BotsClient(FrameProcessor):
+    """Where the transport would take RTVI frames to the bot's own client: records them."""
+
+    def __init__(self):
+        super().__init__()
+        self.received: list[dict] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, OutputTransportMessageUrgentFrame):
+            self.received.append(frame.message)
+        await self.push_frame(frame, direction)
+
+
+def client_message(type_: str, data=None, id_="c1") -> InputTransportMessageFrame:
+    return InputTransportMessageFrame(message={"label": "rtvi-ai", "type": type_, "id": id_, "data": data or {}})
+
+
+@pytest.fixture(scope="module")
+def server():
+    with DaphneServer() as running:
+        running.token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
+        running.key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
+        yield running
+
+
+async def run_bot(rtvi: DashboardRTVIProcessor) -> BotsClient:
+    bots_client = BotsClient()
+    pipeline = Pipeline(
+        [ScriptedLLM([["It", " ships", " today."], ["You're", " welcome."]]), ScriptedTTS(), bots_client]
+    )
+    worker = PipelineWorker(
+        pipeline,
+        params=PipelineParams(enable_metrics=True, enable_usage_metrics=True),
+        rtvi_processor=rtvi,
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def on_started(worker, frame):
+        started.set()
+
+    async def speak():
+        await started.wait()
+        frames = [client_message("client-ready", {"version": "2.1.0", "about": {"library": "test-client"}})]
+        for heard, said in (("where is my", "Where is my order?"), ("thanks", "Thanks!")):
+            frames += [
+                UserStartedSpeakingFrame(),
+                InterimTranscriptionFrame(text=heard, user_id="u", timestamp="t"),
+                UserStoppedSpeakingFrame(),
+                TranscriptionFrame(text=said, user_id="u", timestamp="t"),
+            ]
+        frames.append(client_message("client-message", {"t": "ping", "d": {}}, "m1"))
+        for frame in frames:
+            await worker.queue_frame(frame)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        await worker.queue_frame(EndFrame())
+
+    await asyncio.gather(WorkerRunner(handle_sigint=False).run(worker), speak())
+    return bots_client
+
+
+async def test_every_rtvi_message_of_a_real_pipeline_reaches_the_dashboard(server):
+    rtvi = DashboardRTVIProcessor(dashboard_url=server.ws_url, token=server.token, session_id="pipecat-1")
+    bots_client = await run_bot(rtvi)
+    assert rtvi.dashboard.stats["dropped"] == 0
+    assert rtvi.dashboard.stats["acked"] == rtvi.dashboard.stats["sent"] > 0
+
+    sent_to_client = bots_client.received
+    types = [m["type"] for m in sent_to_client]
+    assert {
+        "bot-ready",
+        "user-transcription",
+        "bot-llm-text",
+        "bot-transcription",
+        "bot-started-speaking",
+        "metrics",
+    } <= set(types)
+
+    headers = {"Authorization": f"Bearer {server.key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        lines = [json.loads(x) for x in (await api.get("/api/sessions/pipecat-1/events.ndjson")).text.splitlines()]
+        detail = (await api.get("/api/sessions/pipecat-1/")).json()
+    to_client = [line["message"] for line in lines if line["direction"] == "to-client"]
+    from_client = [line["message"] for line in lines if line["direction"] == "from-client"]
+    # Everything the bot's client received, stored in the same order; and what the client sent.
+    assert to_client == sent_to_client
+    assert [m["type"] for m in from_client] == ["client-ready", "client-message"]
+    assert detail["invalid_count"] == 0 and detail["protocol_version"]
+    assert [t["text"] for t in detail["transcript"] if t["role"] == "user"] == ["Where is my order?", "Thanks!"]
+    assert [t["text"] for t in detail["transcript"] if t["role"] == "bot"] == ["It ships today.", "You're welcome."]
+    assert len(detail["turns"]) == 2
+    assert detail["metrics"]["ttfb"]
