@@ -32,6 +32,7 @@ run: $(VENV)/.installed
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 
 test: $(VENV)/.installed
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed

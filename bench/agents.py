@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.server import DaphneServer  # noqa: E402
+from tests.server import DaphneServer
 
 TTL = 2
 
@@ -31,7 +31,7 @@ def server_ms(response: httpx.Response) -> float:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def upstream_calls(server: DaphneServer) -> int:
@@ -52,7 +52,9 @@ async def run(args) -> None:
     server.start()
     try:
         seeded = server.manage("seed_demo").splitlines()
-        username, password = next(l for l in seeded if l.startswith("Login:")).removeprefix("Login: ").split(" / ")
+        username, password = (
+            next(line for line in seeded if line.startswith("Login:")).removeprefix("Login: ").split(" / ")
+        )
         limits = httpx.Limits(max_connections=args.concurrency)
         async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=30) as client:
             await login(client, username, password)

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rtvi_monitor.protocol import validate  # noqa: E402
-from rtvi_monitor.state import Event, SessionState  # noqa: E402
-from tests.rtvi_samples import pipecat_conversation  # noqa: E402
+from rtvi_monitor.protocol import validate
+from rtvi_monitor.state import Event, SessionState
+from tests.rtvi_samples import pipecat_conversation
 
 
 def mix(count: int) -> list[str]:
@@ -56,7 +56,7 @@ def main() -> None:
         Path("/proc/cpuinfo").read_text().split("model name")[1].split("\n")[0].strip(" \t:")
         if Path("/proc/cpuinfo").exists()
         else "?"
-    )  # noqa: E501
+    )
     print(f"machine: {cpu}, Python {platform.python_version()}")
     print(
         f"{args.messages} messages (parse + validate + reduce) in {elapsed:.2f} s: {args.messages / elapsed:,.0f} msg/s on one core"

@@ -17,11 +17,11 @@ and peak memory (VmHWM), and for the dashboard that every message was stored.
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
 import random
-import re
 import sqlite3
 import subprocess
 import sys
@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,15 +39,23 @@ from tests.server import DaphneServer, free_port  # noqa: E402
 TURN = (
     [("user-started-speaking", None)]
     + [("user-transcription", {"text": "I would like to", "final": False, "timestamp": "t", "user_id": "u"})] * 2
-    + [("user-transcription", {"text": "I would like to change my booking", "final": True, "timestamp": "t", "user_id": "u"})]
+    + [
+        (
+            "user-transcription",
+            {"text": "I would like to change my booking", "final": True, "timestamp": "t", "user_id": "u"},
+        )
+    ]
     + [("user-stopped-speaking", None), ("bot-llm-started", None), ("user-llm-text", {"text": "change my booking"})]
     + [("bot-llm-text", {"text": " token"})] * 14
     + [("bot-tts-started", None), ("bot-started-speaking", None)]
-    + [("bot-tts-text", {"text": "Sure, which date?"}), ("bot-output", {"text": "Sure, which date?", "spoken": True, "aggregated_by": "sentence"})]
+    + [
+        ("bot-tts-text", {"text": "Sure, which date?"}),
+        ("bot-output", {"text": "Sure, which date?", "spoken": True, "aggregated_by": "sentence"}),
+    ]
     + [("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": 0.21}]})] * 5
     + [("metrics", {"processing": [{"processor": "CartesiaTTSService#0", "value": 0.08}]})] * 5
     + [("bot-tts-stopped", None), ("bot-stopped-speaking", None), ("bot-llm-stopped", None)]
-)  # fmt: skip
+)
 
 
 def message(i: int) -> dict:
@@ -63,7 +70,7 @@ def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -112,8 +119,10 @@ class BareTarget(Target):
         self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-p", str(self.port), "bench.bare_relay:application"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(2)
 
     def ws_urls(self):
@@ -157,11 +166,15 @@ class DashboardTarget(Target):
 
     def stored(self, session_ids):
         if self.db is None:
-            out = self.servers[0].manage("shell", "-c", f"from rtvi_monitor.models import Event; print(Event.objects.filter(session__session_id__in={session_ids!r}).count())")  # fmt: skip
+            out = self.servers[0].manage(
+                "shell",
+                "-c",
+                f"from rtvi_monitor.models import Event; print(Event.objects.filter(session__session_id__in={session_ids!r}).count())",
+            )
             return int(out.strip().splitlines()[-1])
         with sqlite3.connect(self.db) as db:
             marks = ",".join("?" * len(session_ids))
-            sql = f"SELECT count(*) FROM rtvi_monitor_event e JOIN rtvi_monitor_session s ON e.session_id = s.id WHERE s.session_id IN ({marks})"  # noqa: E501
+            sql = f"SELECT count(*) FROM rtvi_monitor_event e JOIN rtvi_monitor_session s ON e.session_id = s.id WHERE s.session_id IN ({marks})"
             return db.execute(sql, session_ids).fetchone()[0]
 
     def stop(self):
@@ -186,8 +199,9 @@ print(session.session_key)
 """
 
 
-async def generate(info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str,
-                   started, sent) -> dict:  # fmt: skip
+async def generate(
+    info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent
+) -> dict:
     """One load-generator process: some of the bots, and their sessions' browsers."""
     urls, token, cookie, dashboard = info["urls"], info["token"], info["cookie"], info["dashboard"]
     per_bot = int(rate * seconds)
@@ -198,7 +212,9 @@ async def generate(info: dict, indices: list[int], rate: float, seconds: float, 
         headers = {"Cookie": cookie} if cookie else {}
         origin = url.replace("ws", "http", 1)
         acked = [0, time.time()]  # events counted and time at the last ack
-        async with websockets.connect(f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None) as socket:  # fmt: skip # noqa: E501
+        async with websockets.connect(
+            f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None
+        ) as socket:
             ready.set()
             while True:
                 try:
@@ -228,7 +244,10 @@ async def generate(info: dict, indices: list[int], rate: float, seconds: float, 
 
     async def bot(index: int, url: str, session_id: str):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with websockets.connect(f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None) as socket:  # fmt: skip
+        async with websockets.connect(
+            f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None
+        ) as socket:
+
             async def drain():
                 async for _ in socket:
                     pass
@@ -251,8 +270,19 @@ async def generate(info: dict, indices: list[int], rate: float, seconds: float, 
         if dashboard:
             # A browser may watch only a session that exists: the bot says hello first.
             headers = {"Authorization": f"Bearer {token}"}
-            async with websockets.connect(f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers=headers) as hello:  # fmt: skip # noqa: E501
-                await hello.send(json.dumps({"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}}))  # fmt: skip # noqa: E501
+            async with websockets.connect(
+                f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers=headers
+            ) as hello:
+                await hello.send(
+                    json.dumps(
+                        {
+                            "seq": 1,
+                            "direction": "to-client",
+                            "sent_at": time.time(),
+                            "message": {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}},
+                        }
+                    )
+                )
                 await hello.recv()
         for v in range(viewers):
             stats = Viewer()
@@ -279,7 +309,7 @@ async def generate(info: dict, indices: list[int], rate: float, seconds: float, 
     gaps = 0
     for v in viewer_stats:
         got = sorted(set(v.seqs) & expected)
-        gaps += sum(1 for a, b in zip(got, got[1:], strict=False) if b != a + 1)
+        gaps += sum(1 for a, b in itertools.pairwise(got) if b != a + 1)
     return {
         "latencies": [x for v in viewer_stats for x in v.latencies],
         "received": sum(len(set(v.seqs) & expected) for v in viewer_stats),
@@ -299,8 +329,12 @@ def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: in
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     started, sent = manager.Barrier(generators + 1), manager.Barrier(generators + 1)
-    info = {"urls": target.ws_urls(), "token": target.token, "cookie": target.cookie,
-            "dashboard": target.name.startswith("dashboard")}  # fmt: skip
+    info = {
+        "urls": target.ws_urls(),
+        "token": target.token,
+        "cookie": target.cookie,
+        "dashboard": target.name.startswith("dashboard"),
+    }
     shares = [list(range(g, bots, generators)) for g in range(generators)]
     with context.Pool(generators) as pool:
         pending = pool.map_async(
@@ -367,8 +401,10 @@ def main() -> None:
     args = parser.parse_args()
 
     rates = [float(r) for r in args.sweep.split(",")] if args.sweep else [args.rate]
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"REDIS_URL={'set' if os.getenv('REDIS_URL') else 'unset'}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}")  # fmt: skip # noqa: E501
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"REDIS_URL={'set' if os.getenv('REDIS_URL') else 'unset'}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}"
+    )
     print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
     print(HEADER)
     kinds = ["dashboard", "bare"] if args.target == "both" else [args.target]

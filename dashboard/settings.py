@@ -150,9 +150,7 @@ else:
     # A browser channel receives one message per flush per watched session;
     # the capacity leaves room for many sessions (group_send drops silently
     # when it is full, and sequence numbers with backfill make up for that).
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "rtvi_monitor.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
-    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "rtvi_monitor.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

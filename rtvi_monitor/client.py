@@ -76,7 +76,7 @@ class DashboardClient:
             logger.warning("RTVI message not sent to the dashboard: not JSON-serializable (%s)", exc)
             return None
         if len(self._unacked) >= self.max_buffer:
-            oldest, _ = self._unacked.popitem(last=False)
+            self._unacked.popitem(last=False)
             self.stats["dropped"] += 1
             if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
                 logger.warning("Dashboard unreachable: %d messages dropped so far", self.stats["dropped"])

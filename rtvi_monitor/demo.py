@@ -19,13 +19,13 @@ SCRIPT = [
         "It's four five seven two",
         ["Thanks, let me look that up.", "Your order shipped this morning and arrives Thursday."],
         "lookup_order",
-    ),  # fmt: skip
+    ),
     ("Can I change the delivery address", ["Yes, you can.", "What address should we use instead?"], None),
     (
         "Twelve Harbor Street, apartment three",
         ["Got it.", "I've updated the address to 12 Harbor Street, apartment 3."],
         "update_address",
-    ),  # fmt: skip
+    ),
     ("Great, what's the weather there tomorrow", ["Tomorrow looks sunny with a high of 18 degrees."], "get_weather"),
     ("Thanks, that's all", ["You're welcome!", "Have a great day."], None),
 ]

@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-db")
 
 DIRECTIONS = ("to-client", "from-client")
+SUMMARIES_PER_FLUSH = 10
 
 
 def session_group(session_pk: int) -> str:
@@ -245,8 +246,17 @@ class LiveSession:
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             checked = protocol.validate(frame["message"] if isinstance(frame["message"], dict) else raw)
             error = f"seq: expected a positive integer, got {json.dumps(seq)}; recorded under seq {self.next_seq}"
-            return self._row(self.next_seq, protocol.default_direction(checked.type), checked, raw, received_at,
-                             None, {"error": error, "seq": None}, replier, extra_error=error), None  # fmt: skip
+            return self._row(
+                self.next_seq,
+                protocol.default_direction(checked.type),
+                checked,
+                raw,
+                received_at,
+                None,
+                {"error": error, "seq": None},
+                replier,
+                extra_error=error,
+            ), None
         if seq in self.seen:
             if seq in self.waiting:
                 self.waiting[seq].append(replier)
@@ -418,6 +428,10 @@ class Writer:
             for live in sessions.values():
                 if live.summary_due and (now - live.last_summary_at >= settings.SESSION_SUMMARY_INTERVAL):
                     updates[live.pk] = session_fields(live.state)
+                    # Sessions that started together would otherwise all be
+                    # summarised in the same flush, every interval: spread them.
+                    if len(updates) >= SUMMARIES_PER_FLUSH:
+                        break
             last_event_at = timezone.now()
             try:
                 changed = await in_db_thread(self._store, [r.as_params() for r in batch], updates, last_event_at)

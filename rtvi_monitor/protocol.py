@@ -60,7 +60,7 @@ _TYPES = [
         _opt("error", "string"),
         _opt("fatal", "boolean", False),
         description="Bot error; fatal ends the session",
-    ),  # fmt: skip
+    ),
     # --- transcription and speaking state
     _t("user-started-speaking", BOT),
     _t("user-stopped-speaking", BOT),
@@ -73,7 +73,7 @@ _TYPES = [
         _req("final", "boolean"),
         _opt("timestamp", "string"),
         _opt("user_id", "string"),
-    ),  # fmt: skip
+    ),
     _t(
         "bot-transcription",
         BOT,
@@ -96,7 +96,7 @@ _TYPES = [
         _opt("run_immediately", "boolean", False),
         deprecated=True,
         description="Deprecated in favour of send-text",
-    ),  # fmt: skip
+    ),
     _t(
         "llm-function-call",
         BOT,
@@ -111,14 +111,14 @@ _TYPES = [
         _req("tool_call_id", "string"),
         _opt("args", "object"),
         _req("result", "string_or_object"),
-    ),  # fmt: skip
+    ),
     _t(
         "bot-llm-search-response",
         BOT,
         _opt("search_result", "string"),
         _opt("rendered_content", "string"),
         _opt("origins", "array"),
-    ),  # fmt: skip
+    ),
     # --- service insights
     _t("bot-llm-started", BOT),
     _t("bot-llm-stopped", BOT),
@@ -138,7 +138,7 @@ _TYPES = [
         _opt("ttfa", "metric_list"),
         _opt("ttfat", "metric_list"),
         _opt("stt_usage", "array"),
-    ),  # fmt: skip
+    ),
     # --- what current Pipecat sends or accepts beyond the spec
     _t(
         "user-input",
@@ -148,7 +148,7 @@ _TYPES = [
         _opt("msg_id", "string"),
         in_spec=False,
         description="User text: beside every transcription, and chat input",
-    ),  # fmt: skip
+    ),
     _t(
         "bot-output",
         BOT,
@@ -161,7 +161,7 @@ _TYPES = [
         _opt("spoken_progress", "any"),
         in_spec=False,
         description="What the bot says, v1 and v2",
-    ),  # fmt: skip
+    ),
     _t("bot-interrupted", BOT, in_spec=False),
     _t(
         "llm-function-call-started", BOT, _opt("function_name", "string"), _opt("tool_call_id", "string"), in_spec=False
@@ -173,7 +173,7 @@ _TYPES = [
         _opt("tool_call_id", "string"),
         _opt("arguments", "any"),
         in_spec=False,
-    ),  # fmt: skip
+    ),
     _t(
         "llm-function-call-stopped",
         BOT,
@@ -182,7 +182,7 @@ _TYPES = [
         _opt("cancelled", "boolean"),
         _opt("result", "any"),
         in_spec=False,
-    ),  # fmt: skip
+    ),
     _t("llm-function-call-start", BOT, _opt("function_name", "string"), in_spec=False, deprecated=True),
     _t("vad-user-started-speaking", BOT, in_spec=False),
     _t("vad-user-stopped-speaking", BOT, in_spec=False),
@@ -223,7 +223,7 @@ class Validated:
 
 
 def _describe(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else json.dumps(value)
+    text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

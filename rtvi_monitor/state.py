@@ -235,8 +235,15 @@ class SessionState:
     def _bot_text(self, source: str, event: Event, at: float) -> dict:
         item = self._bot_item
         if item is None:
-            item = {"role": "bot", "text": "", "final": False, "source": source, "seq": event.seq, "at": at,
-                    "_parts": {}}  # fmt: skip
+            item = {
+                "role": "bot",
+                "text": "",
+                "final": False,
+                "source": source,
+                "seq": event.seq,
+                "at": at,
+                "_parts": {},
+            }
             self._append(item)
             self._bot_item = item
         return item
@@ -326,8 +333,18 @@ class SessionState:
                 self.function_calls[call_id] = call
         if call is None:
             key = call_id or f"#{event.seq}"
-            call = {"key": key, "tool_call_id": call_id, "function_name": None, "args": None, "status": "requested",
-                    "result": None, "started_at": at, "ended_at": None, "duration_ms": None, "seq": event.seq}  # fmt: skip
+            call = {
+                "key": key,
+                "tool_call_id": call_id,
+                "function_name": None,
+                "args": None,
+                "status": "requested",
+                "result": None,
+                "started_at": at,
+                "ended_at": None,
+                "duration_ms": None,
+                "seq": event.seq,
+            }
             self.function_calls[key] = call
             if len(self.function_calls) > MAX_ITEMS:
                 del self.function_calls[next(iter(self.function_calls))]
@@ -366,16 +383,31 @@ class SessionState:
     # client-server messaging
     def _client_message(self, event, message, data, at):
         msg_id = message.get("id") or f"#{event.seq}"
-        self.client_messages[msg_id] = {"id": msg_id, "t": data["t"], "d": data.get("d"), "sent_at": at,
-                                        "status": "pending", "response": None, "response_ms": None}  # fmt: skip
+        self.client_messages[msg_id] = {
+            "id": msg_id,
+            "t": data["t"],
+            "d": data.get("d"),
+            "sent_at": at,
+            "status": "pending",
+            "response": None,
+            "response_ms": None,
+        }
         if len(self.client_messages) > MAX_ITEMS:
             del self.client_messages[next(iter(self.client_messages))]
 
     def _response(self, event, message, data, at):
         request = self.client_messages.get(message.get("id"))
         if message["type"] == "error-response":
-            self.errors.append({"seq": event.seq, "at": at, "message": data["error"], "fatal": False,
-                                "type": "error-response", "id": message.get("id")})  # fmt: skip
+            self.errors.append(
+                {
+                    "seq": event.seq,
+                    "at": at,
+                    "message": data["error"],
+                    "fatal": False,
+                    "type": "error-response",
+                    "id": message.get("id"),
+                }
+            )
             _cap(self.errors)
         if request is not None and request["status"] == "pending":
             request["status"] = "answered" if message["type"] == "server-response" else "failed"
@@ -486,7 +518,7 @@ class SessionState:
             "ended": self.fatal,
             "metrics": {
                 kind: {s: [list(p) for p in pts] for s, pts in series.items()} for kind, series in self.metrics.items()
-            },  # noqa: E501
+            },
             "totals": dict(self.totals),
             "counts": {**self.counts, "by_type": dict(self.counts["by_type"])},
             "last_at": self.last_at,

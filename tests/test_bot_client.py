@@ -37,7 +37,7 @@ async def test_every_message_sent_is_stored_once_in_order(server):
         client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
     assert await client.flush(20)
     await client.close()
-    lines = stored(server, "client-basic")
+    lines = await asyncio.to_thread(stored, server, "client-basic")
     assert [line["seq"] for line in lines] == list(range(1, 501))
     assert client.stats["acked"] == 500 and client.stats["dropped"] == 0
 
@@ -69,16 +69,15 @@ async def test_a_server_restart_loses_nothing_and_duplicates_nothing(server):
     await asyncio.to_thread(server.start, False)
     assert await client.flush(30)
     await client.close()
-    assert [line["seq"] for line in stored(server, "client-restart")] == list(range(1, 201))
+    assert [line["seq"] for line in await asyncio.to_thread(stored, server, "client-restart")] == list(range(1, 201))
     assert client.stats["reconnects"] >= 1
 
 
 async def test_the_demo_bot_plays_a_whole_session_through_the_public_socket(server):
     session_id = await DemoBot(server.ws_url, server.token, speed=50, seed=3).session(turns=3)
     await asyncio.sleep(0.3)
-    body = httpx.get(
-        f"{server.url}/api/sessions/{session_id}/", headers={"Authorization": f"Bearer {server.key}"}
-    ).json()
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}) as api:
+        body = (await api.get(f"{server.url}/api/sessions/{session_id}/")).json()
     assert body["invalid_count"] == 0 and body["event_count"] > 100
     users = [t["text"] for t in body["transcript"] if t["role"] == "user"]
     assert users == [

@@ -35,5 +35,5 @@ def test_a_bad_key_is_reported_as_such_over_http(live_server, live_org):
 
 
 def test_a_base_url_without_v1_is_reported_as_such_over_http(live_server, live_org, api_key):
-    with pytest.raises(AgentsAPIError, match="AGENTS_API_BASE_URL: it must be the API.s base and end in /v1"):
+    with pytest.raises(AgentsAPIError, match=r"AGENTS_API_BASE_URL: it must be the API.s base and end in /v1"):
         asyncio.run(fetch_agents(live_server.url, api_key))

@@ -24,9 +24,24 @@ def test_the_catalog_has_every_spec_type():
 
 
 def test_the_catalog_has_what_pipecat_sends_beyond_the_spec():
-    extras = {"user-input", "bot-output", "bot-interrupted", "llm-function-call-started", "llm-function-call-in-progress",
-              "llm-function-call-stopped", "vad-user-started-speaking", "user-mute-started", "user-audio-level",
-              "system-log", "stt-raw-text", "llm-raw-text", "tts-raw-text", "dtmf", "ui-event", "ui-command"}  # fmt: skip
+    extras = {
+        "user-input",
+        "bot-output",
+        "bot-interrupted",
+        "llm-function-call-started",
+        "llm-function-call-in-progress",
+        "llm-function-call-stopped",
+        "vad-user-started-speaking",
+        "user-mute-started",
+        "user-audio-level",
+        "system-log",
+        "stt-raw-text",
+        "llm-raw-text",
+        "tts-raw-text",
+        "dtmf",
+        "ui-event",
+        "ui-command",
+    }
     assert extras <= set(CATALOG) - SPEC_TYPES
 
 

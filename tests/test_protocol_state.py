@@ -1,5 +1,6 @@
 """rtvi_monitor.state: the session state folded from messages, incrementally and deterministically."""
 
+import itertools
 import json
 
 from hypothesis import given, settings
@@ -75,8 +76,11 @@ def test_turn_latency_runs_from_user_stopped_to_bot_started_speaking():
 
 
 def test_speaking_state_and_intervals():
-    pairs = [("to-client", m("user-started-speaking")), ("to-client", m("user-stopped-speaking")),
-             ("to-client", m("bot-started-speaking"))]  # fmt: skip
+    pairs = [
+        ("to-client", m("user-started-speaking")),
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-started-speaking")),
+    ]
     state = state_of(pairs, step=1)
     assert state["speaking"] == {"user": False, "bot": True}
     assert state["intervals"]["user_speaking"] == [[T0, T0 + 1]]
@@ -84,8 +88,12 @@ def test_speaking_state_and_intervals():
 
 
 def test_a_user_who_speaks_over_the_bot_is_an_interruption():
-    pairs = [("to-client", m("user-stopped-speaking")), ("to-client", m("bot-started-speaking")),
-             ("to-client", m("user-started-speaking")), ("to-client", m("bot-interrupted"))]  # fmt: skip
+    pairs = [
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-started-speaking")),
+        ("to-client", m("user-started-speaking")),
+        ("to-client", m("bot-interrupted")),
+    ]
     state = state_of(pairs, step=0.2)
     assert state["interruptions"] == [T0 + 0.4]  # bot-interrupted right after is the same one
     assert state["turns"][0]["interrupted"]
@@ -112,14 +120,20 @@ def test_a_client_handled_function_call_gets_its_result():
 
 
 def test_a_cancelled_function_call():
-    pairs = [("to-client", m("llm-function-call-in-progress", {"tool_call_id": "c9"})),
-             ("to-client", m("llm-function-call-stopped", {"tool_call_id": "c9", "cancelled": True}))]  # fmt: skip
+    pairs = [
+        ("to-client", m("llm-function-call-in-progress", {"tool_call_id": "c9"})),
+        ("to-client", m("llm-function-call-stopped", {"tool_call_id": "c9", "cancelled": True})),
+    ]
     assert state_of(pairs)["function_calls"][0]["status"] == "cancelled"
 
 
 def test_client_messages_are_correlated_with_their_responses():
-    pairs = [("from-client", VALID["client-message"]), ("to-client", VALID["server-response"]),
-             ("from-client", m("client-message", {"t": "x"}, id="c2")), ("to-client", VALID["error-response"])]  # fmt: skip
+    pairs = [
+        ("from-client", VALID["client-message"]),
+        ("to-client", VALID["server-response"]),
+        ("from-client", m("client-message", {"t": "x"}, id="c2")),
+        ("to-client", VALID["error-response"]),
+    ]
     requests = state_of(pairs, step=0.25)["client_messages"]
     assert [(r["id"], r["status"], r["response_ms"]) for r in requests] == [
         ("c1", "answered", 250.0),
@@ -175,10 +189,33 @@ def test_the_state_is_json():
 
 MESSAGES = st.one_of(
     st.sampled_from([message for _, message in pipecat_conversation(3)] + list(VALID.values())),
-    st.builds(lambda t, d: {"label": "rtvi-ai", "type": t, "data": d}, st.sampled_from(sorted(VALID)),
-              st.one_of(st.none(), st.integers(), st.text(max_size=5), st.dictionaries(st.sampled_from(["text", "final", "value", "ttfb", "tool_call_id", "fatal"]), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.lists(st.dictionaries(st.sampled_from(["value", "processor"]), st.one_of(st.integers(), st.text(max_size=3))), max_size=2)), max_size=3))),  # noqa: E501
+    st.builds(
+        lambda t, d: {"label": "rtvi-ai", "type": t, "data": d},
+        st.sampled_from(sorted(VALID)),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=5),
+            st.dictionaries(
+                st.sampled_from(["text", "final", "value", "ttfb", "tool_call_id", "fatal"]),
+                st.one_of(
+                    st.none(),
+                    st.booleans(),
+                    st.integers(),
+                    st.text(max_size=5),
+                    st.lists(
+                        st.dictionaries(
+                            st.sampled_from(["value", "processor"]), st.one_of(st.integers(), st.text(max_size=3))
+                        ),
+                        max_size=2,
+                    ),
+                ),
+                max_size=3,
+            ),
+        ),
+    ),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
-)  # fmt: skip
+)
 EVENTS = st.lists(
     st.tuples(st.integers(1, 60), st.sampled_from(["to-client", "from-client"]), st.floats(0, 100), MESSAGES),
     max_size=80,
@@ -204,13 +241,13 @@ def test_any_sequence_never_raises_and_keeps_the_invariants(raw):
     assert d["counts"]["total"] == len({e.seq for e in evs}) == sum(d["counts"]["by_type"].values())
     # a lane's intervals never overlap themselves and run forward
     for intervals in d["intervals"].values():
-        for (a0, a1), (b0, _) in zip(intervals, intervals[1:], strict=False):
+        for (a0, a1), (b0, _) in itertools.pairwise(intervals):
             assert a1 is not None and a0 <= a1 <= b0
     # no bot item repeats a sentence back to back
     for item in d["transcript"]:
         if item["role"] == "bot" and item["source"] in ("bot-output", "bot-transcription"):
             parts = item["text"].split(". ")
-            assert all(x != y for x, y in zip(parts, parts[1:], strict=False)) or len(set(parts)) < len(parts)
+            assert all(x != y for x, y in itertools.pairwise(parts)) or len(set(parts)) < len(parts)
 
 
 @settings(max_examples=150, deadline=None)

@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from dashboard.models import Membership
-from tests.sockets import browser_socket, bot_socket, receive, receive_until, rtvi, send, wrap
+from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
 

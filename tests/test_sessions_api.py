@@ -54,8 +54,16 @@ def make_session(org, session_id="call-1", agent=None, messages=CONVERSATION, **
         )
         for i, (direction, message) in enumerate(messages, 1)
     )
-    Event.objects.create(session=session, seq=len(messages) + 1, direction="to-client", type="", received_at=T0 + 20,
-                         message="not json at all", valid=False, error="not JSON")  # fmt: skip
+    Event.objects.create(
+        session=session,
+        seq=len(messages) + 1,
+        direction="to-client",
+        type="",
+        received_at=T0 + 20,
+        message="not json at all",
+        valid=False,
+        error="not JSON",
+    )
     return session
 
 
