@@ -33,6 +33,7 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	node --test tests/js/
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed

@@ -29,7 +29,7 @@ async def _organization_or_none(request):
 @require_GET
 @staff_required
 async def home(request):
-    return redirect("agent_list")
+    return redirect("session_list")
 
 
 @require_GET

@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from rtvi_monitor import live
@@ -20,7 +21,8 @@ def _datetime(params, name: str) -> datetime | None:
     value = parse_datetime(raw.replace(" ", "+"))
     if value is None:
         raise BadFilter(f"{name}: expected an ISO 8601 date-time like 2025-06-01T12:00:00Z, got {raw!r}")
-    return value
+    # A browser's datetime-local has no zone: read it in the dashboard's TIME_ZONE.
+    return value if timezone.is_aware(value) else timezone.make_aware(value)
 
 
 def filter_sessions(organization, params) -> QuerySet:

@@ -15,7 +15,8 @@ def test_a_newcomer_logs_in_and_sees_the_demo_agents(page, demo_server):
     page.goto(f"{server.url}/agents/")
     assert "/login/" in page.url
     log_in(page, server, username, password)
-    page.wait_for_url("**/agents/")
+    page.wait_for_url("**/sessions/")  # home
+    page.goto(f"{server.url}/agents/")
     names = page.locator("table.data tbody td:first-child a").all_inner_texts()
     assert set(names) == {"support-concierge", "appointment-booker", "outbound-survey", "legacy-ivr"}
     assert page.locator(".pill.deleted").count() == 1

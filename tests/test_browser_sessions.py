@@ -1,0 +1,132 @@
+"""The session pages in Debian's Chromium, against the real server, with a bot streaming over the real ingest socket."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import websockets.sync.client as ws
+
+from tests.conftest import log_in
+from tests.sockets import rtvi, wrap
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+class Bot:
+    """A bot on the public ingest socket, sending wrapped messages in order."""
+
+    def __init__(self, server, session_id):
+        self.server, self.session_id, self.seq = server, session_id, 0
+        self.connect()
+
+    def connect(self):
+        token = self.server.manage("create_ingest_token", "--org", "Demo Voice Co").splitlines()[-1]
+        self.socket = ws.connect(
+            f"{self.server.ws_url}/ws/ingest/{self.session_id}/",
+            additional_headers={"Authorization": f"Bearer {token}"},
+        )
+
+    def send(self, type_, data=None, direction="to-client", pause=0.03):
+        self.seq += 1
+        self.socket.send(json.dumps(wrap(self.seq, rtvi(type_, data), direction, sent_at=time.time())))
+        reply = json.loads(self.socket.recv(timeout=10))
+        assert "ack" in reply, reply
+        time.sleep(pause)
+
+    def turn(self, user_words, sentences, ttfb=0.25):
+        self.send("user-started-speaking")
+        for i in range(1, len(user_words)):
+            self.send(
+                "user-transcription",
+                {"text": " ".join(user_words[:i]), "final": False, "timestamp": "", "user_id": "u"},
+            )
+        self.send("user-stopped-speaking", pause=0.3)
+        self.send("user-transcription", {"text": " ".join(user_words), "final": True, "timestamp": "", "user_id": "u"})
+        self.send("bot-llm-started")
+        self.send("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": ttfb}]})
+        self.send(
+            "metrics", {"processing": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": ttfb * 2}]}
+        )
+        self.send("bot-tts-started")
+        self.send("bot-started-speaking")
+        for k, sentence in enumerate(sentences):
+            for token in sentence.split(" "):
+                self.send("bot-llm-text", {"text": " " + token})
+            for status in ("new", "completed"):
+                self.send(
+                    "bot-output",
+                    {
+                        "text": sentence,
+                        "spoken": status == "completed",
+                        "aggregated_by": "sentence",
+                        "segment_id": k,
+                        "will_be_spoken": True,
+                        "spoken_status": status,
+                    },
+                )
+            self.send("bot-tts-text", {"text": sentence})
+        self.send("bot-llm-stopped")
+        self.send("bot-tts-stopped")
+
+
+def test_a_live_session_in_the_browser(page, demo_server):
+    server, username, password, _ = demo_server
+    log_in(page, server, username, password)
+    page.goto(f"{server.url}/sessions/")
+    page.wait_for_selector("#conn:text('live')")
+
+    bot = Bot(server, "browser-live-1")
+    bot.send("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "from-client")
+    # The session appears live in the list.
+    page.wait_for_selector("#live-sessions tr[data-session='browser-live-1']")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    page.click("#live-sessions a:text('browser-live-1')")
+    page.wait_for_selector("#conn:text('live')")
+    bot.turn(["where", "is", "my", "order"], ["It ships today.", "Anything else?"])
+    page.wait_for_function(
+        "() => document.querySelectorAll('#transcript li.bot').length === 1 && document.querySelector('#transcript li.bot .text').textContent === 'It ships today. Anything else?'"
+    )
+    users = page.locator("#transcript li.user .text").all_inner_texts()
+    assert users == ["where is my order"]  # the final text, not the partials
+    assert page.locator("#speaker").get_attribute("data-speaker") == "bot"
+    bot.send("bot-stopped-speaking")
+    page.wait_for_function("() => document.getElementById('speaker').dataset.speaker === 'nobody'")
+    bot.send("user-started-speaking")
+    page.wait_for_function("() => document.getElementById('speaker').dataset.speaker === 'user'")
+
+    # Charts draw points for the metrics sent: read the chart's own data.
+    page.wait_for_function(
+        "() => window.rtviSession.charts['chart-ttfb'] && window.rtviSession.charts['chart-ttfb'].plot.data[1].includes(250)"
+    )
+    assert page.evaluate("() => window.rtviSession.charts['chart-processing'].plot.data[1]") == [500]
+    assert page.evaluate("() => window.rtviSession.charts['chart-latency'].plot.data[1].length") == 1
+
+    # Bot text is text, never HTML.
+    page.on("dialog", lambda dialog: pytest.fail(f"a dialog opened: {dialog.message}"))
+    bot.send("user-stopped-speaking")
+    bot.send("user-transcription", {"text": XSS, "final": True, "timestamp": "", "user_id": "u"})
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('#transcript li.user .text')].some(n => n.textContent === {json.dumps(XSS)})"
+    )
+    assert page.locator("#transcript img").count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "session.png"), full_page=True)
+
+    # After the server restarts, the page resumes from its last seq, without gaps or duplicates.
+    before = page.evaluate("() => window.rtviSession.view.lastSeq")
+    bot.socket.close()
+    server.restart()
+    page.wait_for_selector("#conn.down")
+    bot.connect()
+    for i in range(5):
+        bot.send("bot-llm-text", {"text": f" after{i}"})
+    page.wait_for_function(f"() => window.rtviSession.view.lastSeq === {before + 5}", timeout=30000)
+    seqs = page.evaluate("() => window.rtviSession.view.log.map(e => e.seq)")
+    assert seqs == sorted(set(seqs)) and seqs[-6:] == list(range(before, before + 6))
+    bot.socket.close()
+
+    page.goto(f"{server.url}/sessions/")
+    page.screenshot(path=str(SCREENSHOTS / "sessions.png"), full_page=True)

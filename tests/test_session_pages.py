@@ -1,0 +1,65 @@
+"""Session pages through the real URLconf: login, isolation, filters, pagination, escaping."""
+
+import pytest
+from django.utils import timezone
+
+from rtvi_monitor.models import Session
+from tests.test_sessions_api import make_session
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("path", ["/sessions/", "/sessions/call-1/"])
+def test_session_pages_need_a_login(client, org, path):
+    make_session(org)
+    response = client.get(path)
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_home_leads_to_the_sessions(staff_client):
+    assert staff_client.get("/")["Location"] == "/sessions/"
+
+
+def test_the_list_shows_history_with_its_columns(staff_client, org, agents):
+    make_session(org, agent=agents[0], turn_count=4, latency_p50_ms=820, latency_p95_ms=1400, error_count=2)
+    html = staff_client.get("/sessions/").content.decode()
+    assert "call-1" in html and "support-bot" in html and "820 / 1400 ms" in html
+    assert 'class="pill error">2<' in html
+
+
+def test_the_list_filters_by_transcript_and_a_browser_local_time(staff_client, org):
+    make_session(org, "a", transcript_text="user: refund please")
+    make_session(org, "b", transcript_text="user: hello")
+    html = staff_client.get("/sessions/?q=refund&started_after=2000-01-01T00:00").content.decode()
+    assert ">a<" in html and ">b<" not in html
+
+
+def test_a_bad_filter_is_explained_on_the_page(staff_client, org):
+    response = staff_client.get("/sessions/?status=dead")
+    assert response.status_code == 200 and b"status: expected one of live, ended" in response.content
+
+
+def test_pagination_walks_every_session_once(staff_client, org):
+    now = timezone.now()
+    Session.objects.bulk_create(
+        Session(organization=org, session_id=f"s{i:03d}", started_at=now - timezone.timedelta(minutes=i))
+        for i in range(120)
+    )
+    seen, url = [], "/sessions/"
+    while url:
+        response = staff_client.get(url)
+        seen += [s.session_id for s in response.context["sessions"]]
+        url = "/sessions/" + response.context["next_url"] if response.context["next_url"] else ""
+    assert seen == [f"s{i:03d}" for i in range(120)]
+
+
+def test_another_organizations_session_is_a_404(staff_client, other_org):
+    make_session(other_org, "globex-call")
+    assert staff_client.get("/sessions/globex-call/").status_code == 404
+
+
+def test_the_session_page_carries_its_socket_and_downloads(staff_client, org):
+    make_session(org, "room:42.a")
+    html = staff_client.get("/sessions/room:42.a/").content.decode()
+    assert '"ws": "/ws/sessions/room:42.a/"' in html
+    assert "/api/sessions/room:42.a/events.ndjson" in html and "/api/sessions/room:42.a/" in html
