@@ -33,7 +33,9 @@ def test_a_non_staff_user_is_sent_to_the_login(client, django_user_model):
 def test_login_with_the_form_reaches_the_agents(client, staff_user, httpx_mock):
     httpx_mock.add_response(url=URL, json=BODY)
     response = client.post(
-        "/login/?next=/agents/", {"username": "ops", "password": "correct-horse-battery", "next": "/agents/"}, follow=True
+        "/login/?next=/agents/",
+        {"username": "ops", "password": "correct-horse-battery", "next": "/agents/"},
+        follow=True,
     )
     assert response.redirect_chain[-1][0] == "/agents/"
     assert b"support-bot" in response.content
