@@ -1,17 +1,30 @@
 """Pages and JSON of the agents side. Each view: decorators, one service call, render."""
 
 import json
+from dataclasses import dataclass
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
 from dashboard.auth import aorganization_of, json_error, json_methods, key_or_staff_required, staff_required
 from dashboard.v1 import bool_param
+from rtvi_monitor.sessions import agent_stats, overview
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """An agent from the agents API with what the dashboard knows of its sessions."""
+
+    agent: agents_service.Agent
+    stats: dict
+
 
 # Templates read request.user and messages lazily, through the ORM: render in
 # a thread so that async views can use them.
@@ -29,7 +42,22 @@ async def _organization_or_none(request):
 @require_GET
 @staff_required
 async def home(request):
-    return redirect("session_list")
+    """Is everything fine? Live sessions, recent errors, latency per agent, the agents API."""
+    organization = await _organization_or_none(request)
+    if organization is None:
+        return redirect("session_list")
+    summary = await sync_to_async(overview)(organization, timezone.now())
+    listing = await agents_service.get_agents(organization)
+    names = {a.id: a.name for a in listing.agents}
+    latency = [
+        {"agent_id": agent_id, "name": names.get(agent_id, agent_id), **entry}
+        for agent_id, entry in sorted(summary["agent_stats"].items(), key=lambda kv: names.get(kv[0], kv[0]))
+    ]
+    return await arender(
+        request,
+        "dashboard/home.html",
+        {"organization": organization, "summary": summary, "latency": latency, "listing": listing},
+    )
 
 
 @require_GET
@@ -40,9 +68,11 @@ async def agent_list(request):
     listing = await agents_service.get_agents(organization, include) if organization else None
     query = request.GET.get("q", "").strip()
     agents = listing.agents if listing else []
+    stats = await sync_to_async(agent_stats)(organization, timezone.now() - timedelta(days=1)) if organization else {}
+    agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in agents]
     if query:
         needle = query.lower()
-        agents = [a for a in agents if needle in a.name.lower() or needle in a.id]
+        agents = [row for row in agents if needle in row.agent.name.lower() or needle in row.agent.id]
     return await arender(
         request,
         "dashboard/agent_list.html",

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -69,4 +69,58 @@ def session_detail(session: Session) -> dict:
         "event_count": counts.get("total", session.event_count),
         "invalid_count": counts.get("invalid", session.invalid_count),
         "unknown_count": counts.get("unknown", session.unknown_count),
+    }
+
+
+def _percentile(values: list[float], p: float) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def agent_stats(organization, since) -> dict[str, dict]:
+    """Per agent id: live sessions now, and turn latency over sessions started since `since`.
+
+    Latency is summarised from the sessions' own figures: p50 is the median of
+    their p50s, p95 the 95th percentile of their p95s (turns are not stored one
+    by one, so this is the cheap, honest summary).
+    """
+    stats: dict[str, dict] = {}
+    rows = Session.objects.filter(organization=organization, agent__isnull=False).filter(
+        Q(status=Session.Status.LIVE) | Q(started_at__gte=since)
+    )
+    for agent_id, status, started_at, p50, p95 in rows.values_list(
+        "agent_id", "status", "started_at", "latency_p50_ms", "latency_p95_ms"
+    ):
+        entry = stats.setdefault(str(agent_id), {"live": 0, "sessions": 0, "p50s": [], "p95s": []})
+        entry["live"] += status == Session.Status.LIVE
+        if started_at >= since:
+            entry["sessions"] += 1
+            if p50 is not None:
+                entry["p50s"].append(p50)
+                entry["p95s"].append(p95 if p95 is not None else p50)
+    for entry in stats.values():
+        entry["p50"] = _percentile(entry.pop("p50s"), 50)
+        entry["p95"] = _percentile(entry.pop("p95s"), 95)
+    return stats
+
+
+def overview(organization, now) -> dict:
+    """What the home page answers "is everything fine?" with."""
+    from datetime import timedelta
+
+    recent_errors = (
+        Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
+        .filter(Q(error_count__gt=0) | Q(fatal=True))
+        .select_related("agent")
+        .order_by("-started_at")[:20]
+    )
+    return {
+        "live_count": Session.objects.filter(organization=organization, status=Session.Status.LIVE).count(),
+        "sessions_last_hour": Session.objects.filter(
+            organization=organization, started_at__gte=now - timedelta(hours=1)
+        ).count(),
+        "error_sessions": list(recent_errors),
+        "agent_stats": agent_stats(organization, now - timedelta(days=1)),
     }

@@ -16,8 +16,31 @@ def test_session_pages_need_a_login(client, org, path):
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-def test_home_leads_to_the_sessions(staff_client):
-    assert staff_client.get("/")["Location"] == "/sessions/"
+def test_home_says_whether_everything_is_fine(staff_client, org, agents):
+    make_session(org, "ok-call", agent=agents[0], latency_p50_ms=700, latency_p95_ms=1200)
+    make_session(org, "bad-call", agent=agents[0], error_count=1, fatal=True, latency_p50_ms=900, latency_p95_ms=2000)
+    make_session(org, "old-call", status="ended", started_at=timezone.now() - timezone.timedelta(days=2), error_count=3)
+    response = staff_client.get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-testid="live-count">2<' in html  # two live sessions
+    assert 'data-testid="error-count">1<' in html and "bad-call" in html and "old-call" not in html
+    (row,) = response.context["latency"]
+    assert (row["live"], row["sessions"], row["p50"], row["p95"]) == (2, 2, 700, 2000)
+    # No agents API configured for this organization: said, not a 500.
+    assert "No agents API key is configured" in html
+
+
+def test_the_agents_page_shows_live_sessions_and_latency(staff_client, org, agents, httpx_mock, settings):
+    from tests.test_agents_service import AGENT, BASE, KEY, URL
+
+    org.agents_api_base_url, org.agents_api_key = BASE, KEY
+    org.save()
+    httpx_mock.add_response(url=URL, json={"services": [{**AGENT, "id": str(agents[0].pk)}]})
+    make_session(org, "live-1", agent=agents[0], latency_p50_ms=650, latency_p95_ms=900)
+    html = staff_client.get("/agents/").content.decode()
+    assert 'data-testid="live-count">1<' in html and "650 / 900 ms" in html
+    assert f"/sessions/?agent={agents[0].pk}" in html
 
 
 def test_the_list_shows_history_with_its_columns(staff_client, org, agents):
