@@ -105,6 +105,10 @@ def test_a_live_session_in_the_browser(page, demo_server):
     assert page.evaluate("() => window.rtviSession.charts['chart-processing'].plot.data[1]") == [500]
     assert page.evaluate("() => window.rtviSession.charts['chart-latency'].plot.data[1].length") == 1
 
+    # The timeline has the speaking intervals.
+    lanes = page.evaluate("() => window.rtviSession.view.lanes")
+    assert len(lanes["user_speaking"]) >= 1 and len(lanes["bot_speaking"]) == 1
+
     # Bot text is text, never HTML.
     page.on("dialog", lambda dialog: pytest.fail(f"a dialog opened: {dialog.message}"))
     bot.send("user-stopped-speaking")

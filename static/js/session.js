@@ -1,7 +1,7 @@
 // The session page: snapshot, then live events; everything a bot says is written with textContent.
 import uPlot from "../vendor/uplot/uPlot.esm.js";
 import { liveSocket } from "./live.js";
-import { applyEvents, createView, latencyStats, metricSeries, newEvents, speaker } from "./viewmodel.js";
+import { applyEvents, createView, latencyStats, metricSeries, newEvents, speaker, timelineRows } from "./viewmodel.js";
 
 const config = JSON.parse(document.getElementById("session-config").textContent);
 const $ = (id) => document.getElementById(id);
@@ -112,6 +112,39 @@ function renderCharts(view) {
   ]);
 }
 
+const LANE_COLORS = { user_speaking: "--user", bot_speaking: "--bot", llm_busy: "--accent", tts_busy: "--ok", function_calls: "--warn", interruptions: "--err" };
+
+function renderTimeline(view) {
+  const canvas = $("timeline");
+  const width = canvas.clientWidth || 800;
+  if (canvas.width !== width * devicePixelRatio) {
+    canvas.width = width * devicePixelRatio;
+    canvas.height = 170 * devicePixelRatio;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
+  ctx.clearRect(0, 0, width, 170);
+  const css = getComputedStyle(document.documentElement);
+  const live = $("status").textContent === "live";
+  const lastEvent = view.log.length ? view.log[view.log.length - 1] : null;
+  const to = live ? Date.now() / 1000 : lastEvent ? lastEvent.sent_at ?? lastEvent.received_at : Date.now() / 1000;
+  const span = Number($("timeline-window").value);
+  const starts = Object.values(view.lanes).flat().map((i) => i[0]);
+  const from = span ? to - span : Math.min(to - 1, ...starts);
+  const labelWidth = 110;
+  const x = (t) => labelWidth + ((t - from) / (to - from)) * (width - labelWidth - 10);
+  ctx.font = "12px system-ui, sans-serif";
+  timelineRows(view, from, to).forEach((row, i) => {
+    const y = 8 + i * 26;
+    ctx.fillStyle = css.getPropertyValue("--muted");
+    ctx.fillText(row.label, 4, y + 13);
+    ctx.fillStyle = css.getPropertyValue(LANE_COLORS[row.lane]) || "gray";
+    for (const [a, b] of row.spans) ctx.fillRect(x(a), y + 2, Math.max(2, x(b) - x(a)), 16);
+  });
+  ctx.fillStyle = css.getPropertyValue("--muted");
+  ctx.fillText(`${Math.round(to - from)} s`, width - 40, 166);
+}
+
 let lastCharts = 0;
 function render() {
   page.dirty = false;
@@ -120,6 +153,7 @@ function render() {
   renderNow(view);
   renderTranscript(view);
   renderLog(view);
+  renderTimeline(view);
   if (performance.now() - lastCharts > 500) {
     lastCharts = performance.now();
     renderCharts(view);
@@ -172,6 +206,10 @@ function onFrame(frame, socket) {
   acknowledge(socket);
   schedule();
 }
+
+$("timeline-window").addEventListener("change", schedule);
+// The timeline scrolls with the clock while the session is live.
+setInterval(() => page.view && $("status").textContent === "live" && schedule(), 1000);
 
 $("log-filter").addEventListener("change", () => {
   for (const row of $("log").rows) row.hidden = Boolean($("log-filter").value) && row.dataset.type !== $("log-filter").value;

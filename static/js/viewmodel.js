@@ -28,6 +28,11 @@ export function createView(snapshot) {
     errors: [...(state.errors || [])],
     functionCalls: [...(state.function_calls || [])],
     fatal: Boolean(state.fatal),
+    lanes: {
+      user_speaking: [], bot_speaking: [], llm_busy: [], tts_busy: [],
+      ...structuredClone(state.intervals || {}),
+    },
+    interruptions: [...(state.interruptions || [])],
     log: [],
     lastSeq: snapshot.last_seq || 0,
     pendingTurn: null,
@@ -113,18 +118,34 @@ function point(view, kind, entry, at, value) {
   ((view.metrics[kind] ||= {})[series] ||= []).push([at, value]);
 }
 
+/** Open an interval on a timeline lane (ignored when one is open already). */
+function laneStart(view, lane, at) {
+  const list = view.lanes[lane];
+  const last = list[list.length - 1];
+  if (last && last[1] === null) return;
+  list.push([last ? Math.max(at, last[1]) : at, null]);
+}
+
+function laneStop(view, lane, at) {
+  const last = view.lanes[lane][view.lanes[lane].length - 1];
+  if (last && last[1] === null) last[1] = Math.max(at, last[0]);
+}
+
 const HANDLERS = {
   "user-started-speaking"(view, e, data, at) {
-    if (view.speaking.bot) view.interrupted = at;
+    if (view.speaking.bot) view.interruptions.push(at);
     view.speaking.user = true;
+    laneStart(view, "user_speaking", at);
     view.botItem = null;
   },
   "user-stopped-speaking"(view, e, data, at) {
     view.speaking.user = false;
+    laneStop(view, "user_speaking", at);
     view.pendingTurn = { index: view.turns.length, user_stopped_at: at, latency_ms: null, llm_ttfb_ms: null, tts_ttfb_ms: null };
   },
   "bot-started-speaking"(view, e, data, at) {
     view.speaking.bot = true;
+    laneStart(view, "bot_speaking", at);
     if (view.pendingTurn) {
       const turn = view.pendingTurn;
       turn.bot_started_at = at;
@@ -133,8 +154,9 @@ const HANDLERS = {
       view.pendingTurn = null;
     }
   },
-  "bot-stopped-speaking"(view) {
+  "bot-stopped-speaking"(view, e, data, at) {
     view.speaking.bot = false;
+    laneStop(view, "bot_speaking", at);
     if (view.botItem) view.botItem.final = true;
   },
   "user-transcription"(view, e, data, at) {
@@ -177,21 +199,29 @@ const HANDLERS = {
     item.parts["bot-llm-text"] = (item.parts["bot-llm-text"] || "") + data.text;
     showBest(item);
   },
-  "bot-llm-started"(view) {
+  "bot-interrupted"(view, e, data, at) {
+    const last = view.interruptions[view.interruptions.length - 1];
+    if (last === undefined || Math.abs(at - last) >= 1) view.interruptions.push(at);
+  },
+  "bot-llm-started"(view, e, data, at) {
+    laneStart(view, "llm_busy", at);
     view.llm.busy = true;
     view.llm.current_tokens = "";
   },
-  "bot-llm-stopped"(view) {
+  "bot-llm-stopped"(view, e, data, at) {
+    laneStop(view, "llm_busy", at);
     view.llm.busy = false;
   },
   "user-llm-text"(view, e, data) {
     if (typeof data.text === "string") view.llm.last_user_llm_text = data.text;
   },
-  "bot-tts-started"(view) {
+  "bot-tts-started"(view, e, data, at) {
+    laneStart(view, "tts_busy", at);
     view.tts.busy = true;
     view.tts.current_text = "";
   },
-  "bot-tts-stopped"(view) {
+  "bot-tts-stopped"(view, e, data, at) {
+    laneStop(view, "tts_busy", at);
     view.tts.busy = false;
   },
   error(view, e, data, at) {
@@ -294,4 +324,36 @@ export function metricSeries(view, kind) {
     return column;
   });
   return { names: names.map((n) => n.replace(/\|$/, "") || "(all)"), data: [xs, ...ys] };
+}
+
+export const LANES = [
+  ["user_speaking", "user speaking"],
+  ["bot_speaking", "bot speaking"],
+  ["llm_busy", "LLM busy"],
+  ["tts_busy", "TTS busy"],
+  ["function_calls", "function calls"],
+  ["interruptions", "interruptions"],
+];
+
+/**
+ * The timeline's rows for a time window: intervals clipped to [from, to], open ones running to `to`.
+ * @returns {{lane: string, label: string, spans: number[][]}[]}
+ */
+export function timelineRows(view, from, to) {
+  const clip = (spans) =>
+    spans
+      .map(([a, b]) => [a, b === null || b === undefined ? to : b])
+      .filter(([a, b]) => b >= from && a <= to)
+      .map(([a, b]) => [Math.max(a, from), Math.min(b, to)]);
+  return LANES.map(([lane, label]) => {
+    let spans;
+    if (lane === "function_calls") {
+      spans = view.functionCalls.map((c) => [c.started_at, c.duration_ms == null ? null : c.started_at + c.duration_ms / 1000]);
+    } else if (lane === "interruptions") {
+      spans = view.interruptions.map((t) => [t, t]);
+    } else {
+      spans = view.lanes[lane] || [];
+    }
+    return { lane, label, spans: clip(spans) };
+  });
 }

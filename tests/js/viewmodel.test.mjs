@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { applyEvents, createView, latencyStats, metricSeries, newEvents, speaker } from "../../static/js/viewmodel.js";
+import { applyEvents, createView, latencyStats, metricSeries, newEvents, speaker, timelineRows } from "../../static/js/viewmodel.js";
 
 const T0 = 1_750_000_000;
 let seq = 0;
@@ -132,4 +132,19 @@ test("a snapshot's state seeds the view", () => {
   applyEvents(view, [{ ...ev("bot-llm-text", { text: " there" }), seq: 41 }]);
   assert.equal(view.transcript.length, 1, "continues the unfinished bot line");
   assert.equal(view.transcript[0].text, "Hi", "spoken text outranks tokens");
+});
+
+test("the timeline has a lane per activity, clipped to its window", () => {
+  const view = applyEvents(fresh(), [
+    ev("user-started-speaking", undefined, 1), // t=1
+    ev("user-stopped-speaking", undefined, 1), // t=2
+    ev("bot-started-speaking", undefined, 1), // t=3
+    ev("user-started-speaking", undefined, 1), // t=4: barge-in
+    ev("bot-llm-started", undefined, 1), // t=5, still busy
+  ]);
+  const rows = Object.fromEntries(timelineRows(view, T0 + 1.5, T0 + 10).map((r) => [r.lane, r.spans]));
+  assert.deepEqual(rows.user_speaking, [[T0 + 1.5, T0 + 2], [T0 + 4, T0 + 10]]);
+  assert.deepEqual(rows.bot_speaking, [[T0 + 3, T0 + 10]]);
+  assert.deepEqual(rows.llm_busy, [[T0 + 5, T0 + 10]]);
+  assert.deepEqual(rows.interruptions, [[T0 + 4, T0 + 4]]);
 });
