@@ -28,6 +28,9 @@ function renderTranscript(view) {
   for (const c of view.functionCalls) {
     items.push([c.started_at || 0, el("li", "note", `function ${c.function_name || "(unnamed)"}: ${c.status}${c.duration_ms != null ? ` in ${c.duration_ms} ms` : ""}`)]);
   }
+  for (const m of view.serverMessages) {
+    items.push([m.at || 0, el("li", "note", `server message: ${JSON.stringify(m.data)}`)]);
+  }
   for (const e of view.errors) {
     items.push([e.at || 0, el("li", "note err", `${e.fatal ? "fatal error" : e.type}: ${e.message}`)]);
   }

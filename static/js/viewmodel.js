@@ -27,6 +27,7 @@ export function createView(snapshot) {
     totals: { characters: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, ...(state.totals || {}) },
     errors: [...(state.errors || [])],
     functionCalls: [...(state.function_calls || [])],
+    serverMessages: [...(state.server_messages || [])],
     fatal: Boolean(state.fatal),
     lanes: {
       user_speaking: [], bot_speaking: [], llm_busy: [], tts_busy: [],
@@ -228,6 +229,9 @@ const HANDLERS = {
     const fatal = data.fatal === true;
     view.errors.push({ seq: e.seq, at, message: data.message ?? data.error ?? "", fatal, type: "error" });
     view.fatal ||= fatal;
+  },
+  "server-message"(view, e, data, at) {
+    view.serverMessages.push({ seq: e.seq, at, data: e.message.data ?? null });
   },
   "error-response"(view, e, data, at) {
     view.errors.push({ seq: e.seq, at, message: data.error ?? "", fatal: false, type: "error-response" });

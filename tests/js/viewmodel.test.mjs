@@ -148,3 +148,8 @@ test("the timeline has a lane per activity, clipped to its window", () => {
   assert.deepEqual(rows.llm_busy, [[T0 + 5, T0 + 10]]);
   assert.deepEqual(rows.interruptions, [[T0 + 4, T0 + 4]]);
 });
+
+test("server messages are kept for the transcript", () => {
+  const view = applyEvents(fresh(), [ev("server-message", { order: 42 })]);
+  assert.deepEqual(view.serverMessages.map((m) => m.data), [{ order: 42 }]);
+});
