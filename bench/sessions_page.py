@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.server import DaphneServer  # noqa: E402
+from tests.server import DaphneServer
 
 FILL = """
 import random
