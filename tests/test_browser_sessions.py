@@ -132,5 +132,13 @@ def test_a_live_session_in_the_browser(page, demo_server):
     assert seqs == sorted(set(seqs)) and seqs[-6:] == list(range(before, before + 6))
     bot.socket.close()
 
+    # Readable in the dark theme too.
+    page.emulate_media(color_scheme="dark")
+    page.reload()
+    page.wait_for_function("() => window.rtviSession.view && document.querySelector('#transcript li')")
+    assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(20, 22, 27)"
+    page.screenshot(path=str(SCREENSHOTS / "session-dark.png"))
+    page.emulate_media(color_scheme="light")
+
     page.goto(f"{server.url}/sessions/")
     page.screenshot(path=str(SCREENSHOTS / "sessions.png"), full_page=True)
