@@ -1,19 +1,7 @@
-from django.core.management.base import BaseCommand
+from dashboard.management.issue import IssueCredentialCommand
+from dashboard.models import ApiKey
 
-from dashboard.models import ApiKey, Organization
 
-
-class Command(BaseCommand):
-    help = "Create a private API key for an organization (created if needed); prints the key on the last line."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--org", required=True, help="Organization name")
-        parser.add_argument("--name", default="", help="A label for the key")
-
-    def handle(self, *args, org, name, **options):
-        organization, created = Organization.objects.get_or_create(name=org)
-        if created:
-            self.stderr.write(f"Created organization {org!r}.")
-        _, secret = ApiKey.issue(organization, name)
-        self.stderr.write("Store this key now: only its hash is kept.")
-        self.stdout.write(secret)
+class Command(IssueCredentialCommand):
+    help = "Create a private API key for an organization; prints the key alone on the last line."
+    model = ApiKey
