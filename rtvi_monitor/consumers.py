@@ -6,6 +6,7 @@
 """
 
 import json
+import logging
 import time
 from urllib.parse import parse_qs
 
@@ -20,6 +21,8 @@ from dashboard.auth import bearer_token, organization_of
 from dashboard.models import Agent
 from rtvi_monitor import live
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
+
+logger = logging.getLogger(__name__)
 
 # Close codes. daphne drops close reasons, so a bot is told why in an
 # {"error": ..., "fatal": true} frame first.
@@ -189,7 +192,10 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         if self.live_session is not None:
-            await self.writer.flush()
+            try:
+                await self.writer.flush()
+            except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
+                logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
             live.registry.detach(self.live_session, self.epoch)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
