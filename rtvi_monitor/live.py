@@ -340,6 +340,19 @@ class Registry:
 registry = Registry()
 
 
+async def relay(group: str, message: dict) -> None:
+    """group_send that never breaks the live path.
+
+    A channel layer that is down (Redis restarting) loses this relay; the
+    message is already stored, and browsers fill the gap from the database
+    when the next sequence number reaches them.
+    """
+    try:
+        await get_channel_layer().group_send(group, message)
+    except Exception:
+        logger.warning("Relay to %s failed; browsers will backfill from the database", group, exc_info=True)
+
+
 async def end_session(live: LiveSession, reason: str, epoch: int | None = None) -> None:
     """Store everything pending, then mark the session ended with its final state.
 
@@ -362,10 +375,9 @@ async def end_session(live: LiveSession, reason: str, epoch: int | None = None) 
     if session is None:
         return
     live.ended = True
-    layer = get_channel_layer()
     row = session_row(session)
-    await layer.group_send(session_group(live.pk), {"type": "session.ended", "session": row})
-    await layer.group_send(org_group(live.organization_id), {"type": "session.list", "event": "ended", "session": row})
+    await relay(session_group(live.pk), {"type": "session.ended", "session": row})
+    await relay(org_group(live.organization_id), {"type": "session.list", "event": "ended", "session": row})
 
 
 class Writer:
@@ -454,7 +466,6 @@ class Writer:
         return list(Session.objects.select_related("agent").filter(pk__in=updates)) if updates else []
 
     async def _after_store(self, batch: list[Row], sessions: dict[int, LiveSession], changed: list[Session]) -> None:
-        layer = get_channel_layer()
         by_session: dict[int, list[dict]] = {}
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
@@ -470,13 +481,13 @@ class Writer:
         for pk, events in by_session.items():
             events.sort(key=lambda e: e["seq"])
             text = json.dumps({"type": "events", "events": events}, separators=(",", ":"))
-            await layer.group_send(
+            await relay(
                 session_group(pk),
                 {"type": "session.events", "text": text, "first_seq": events[0]["seq"], "last_seq": events[-1]["seq"]},
             )
         for session in changed:
             live = sessions[session.pk]
-            await layer.group_send(
+            await relay(
                 org_group(live.organization_id),
                 {"type": "session.list", "event": "updated", "session": session_row(session)},
             )

@@ -147,6 +147,10 @@ def live_path(transactional_db, live_settings):
     yield live
     live.registry.sessions.clear()
     live.registry.end_timers.clear()
+    # The writer's thread keeps its connection; close it so the test database can go.
+    from django.db import connection
+
+    live.DB_THREAD.submit(lambda: connection.close()).result()
 
 
 @pytest.fixture
