@@ -183,3 +183,37 @@ async def test_a_redis_restart_loses_no_acknowledged_message(cluster):
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
         lines = (await api.get(f"{b.url}/api/sessions/{session_id}/events.ndjson")).text.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, count + 1))
+
+
+async def test_a_postgresql_restart_loses_no_message_the_bot_sent(cluster):
+    import shutil
+    import subprocess
+
+    from rtvi_monitor.client import DashboardClient
+
+    if not shutil.which("pg_ctlcluster"):
+        skip_or_fail("pg_ctlcluster is not installed here, so PostgreSQL cannot be restarted")
+    a, b = cluster
+    session_id = f"pg-{uuid.uuid4().hex[:6]}"
+    client = DashboardClient(a.ws_url, a.token, session_id)
+    client.start()
+    for i in range(100):
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    assert await client.flush(20)
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    restart = asyncio.create_task(
+        asyncio.to_thread(
+            subprocess.run, ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True
+        )
+    )
+    for i in range(100, 300):  # sent while PostgreSQL goes down and comes back
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        await asyncio.sleep(0.01)
+    await restart
+    assert await client.flush(60), client.stats
+    await client.close()
+    assert client.stats["dropped"] == 0
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
+        lines = (await api.get(f"{b.url}/api/sessions/{session_id}/events.ndjson")).text.splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(1, 301))
+    assert a.process.poll() is None and b.process.poll() is None  # both servers lived through it
