@@ -412,7 +412,7 @@ def main() -> None:
         for rate in rates:
             target = DashboardTarget(args.processes) if kind == "dashboard" else BareTarget()
             try:
-                tag = f"{kind}{rate:g}"
+                tag = f"{kind}{rate:g}-{os.getpid()}-{int(time.time())}"  # fresh session ids, even in a shared database
                 result = run_load(target, args.bots, rate, args.seconds, args.viewers, tag, args.generators)
             finally:
                 target.stop()
