@@ -87,14 +87,16 @@ async def watch(server, session_id, cookie, count, ready):
 async def test_a_bot_on_one_process_reaches_browsers_on_both_and_postgresql(cluster):
     a, b = cluster
     session_id, count = f"two-{uuid.uuid4().hex[:6]}", 300
-    async with browser(b, "/ws/sessions/", a.cookie) as session_list:
-        assert json.loads(await session_list.recv())["type"] == "live"
+    async with browser(a, "/ws/sessions/", a.cookie) as list_a, browser(b, "/ws/sessions/", a.cookie) as list_b:
+        for session_list in (list_a, list_b):
+            assert json.loads(await session_list.recv())["type"] == "live"
         headers = {"Authorization": f"Bearer {a.token}"}
         async with websockets.connect(f"{a.ws_url}/ws/ingest/{session_id}/", additional_headers=headers) as bot:
             await bot.send(json.dumps(wrap(1, rtvi("bot-ready", {"version": "2.1.0"}))))
             assert json.loads(await bot.recv()) == {"ack": 1}
-            started = json.loads(await asyncio.wait_for(session_list.recv(), 10))
-            assert started["type"] == "started" and started["session"]["id"] == session_id  # seen on the other process
+            for session_list in (list_a, list_b):  # the session list updates on both processes
+                started = json.loads(await asyncio.wait_for(session_list.recv(), 10))
+                assert started["type"] == "started" and started["session"]["id"] == session_id
 
             ready_a, ready_b = asyncio.Event(), asyncio.Event()
             on_a = asyncio.create_task(watch(a, session_id, a.cookie, count, ready_a))
