@@ -3,6 +3,7 @@
 import asyncio
 import json
 import time
+import uuid
 
 import httpx
 import pytest
@@ -12,14 +13,15 @@ from rtvi_monitor.demo import DemoBot
 from tests.server import DaphneServer, free_port
 from tests.sockets import rtvi
 
+ORG = f"Acme-{uuid.uuid4().hex[:8]}"  # new in every run, for shared databases
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def server():
     with DaphneServer(env={"SESSION_END_GRACE": "1"}) as running:
-        running.token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
-        running.key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
+        running.token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
+        running.key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
         yield running
 
 

@@ -2,6 +2,7 @@
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tests.sockets import rtvi, wrap
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 XSS = "<img src=x onerror=alert(1)>"
+SESSION = f"browser-live-{uuid.uuid4().hex[:6]}"  # new in every run, for shared databases
 
 
 class Bot:
@@ -78,13 +80,13 @@ def test_a_live_session_in_the_browser(page, demo_server):
     page.goto(f"{server.url}/sessions/")
     page.wait_for_selector("#conn:text('live')")
 
-    bot = Bot(server, "browser-live-1")
+    bot = Bot(server, SESSION)
     bot.send("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "from-client")
     # The session appears live in the list.
-    page.wait_for_selector("#live-sessions tr[data-session='browser-live-1']")
+    page.wait_for_selector(f"#live-sessions tr[data-session='{SESSION}']")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
-    page.click("#live-sessions a:text('browser-live-1')")
+    page.click(f"#live-sessions a:text('{SESSION}')")
     page.wait_for_selector("#conn:text('live')")
     bot.turn(["where", "is", "my", "order"], ["It ships today.", "Anything else?"])
     page.wait_for_function(

@@ -7,6 +7,7 @@ one), so the closes and the end-to-end relay are checked here too.
 import asyncio
 import json
 import re
+import uuid
 
 import httpx
 import pytest
@@ -16,24 +17,27 @@ from tests.server import DaphneServer
 from tests.sockets import rtvi, wrap
 
 pytestmark = pytest.mark.timeout(120)
+# Names new in every run, so a shared database (DATABASE_URL) never sees them twice.
+RUN = uuid.uuid4().hex[:8]
+ORG, OTHER, USER = f"Acme-{RUN}", f"Globex-{RUN}", f"ops-{RUN}"
 
 
 @pytest.fixture(scope="module")
 def server():
     with DaphneServer(env={"SESSION_END_GRACE": "1", "SESSION_SUMMARY_INTERVAL": "0.2"}) as running:
-        running.ingest_token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
-        running.api_key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
-        running.other_token = running.manage("create_ingest_token", "--org", "Globex").splitlines()[-1]
-        running.other_key = running.manage("create_api_key", "--org", "Globex").splitlines()[-1]
-        running.manage("shell", "-c", STAFF_SETUP)
+        running.ingest_token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        running.other_token = running.manage("create_ingest_token", "--org", OTHER).splitlines()[-1]
+        running.other_key = running.manage("create_api_key", "--org", OTHER).splitlines()[-1]
+        running.manage("shell", "-c", STAFF_SETUP.format(user=USER, org=ORG))
         yield running
 
 
 STAFF_SETUP = """
 from django.contrib.auth import get_user_model
 from dashboard.models import Membership, Organization
-user = get_user_model().objects.create_user("ops", password="live-test-password-1", is_staff=True)
-Membership.objects.create(user=user, organization=Organization.objects.get(name="Acme"))
+user = get_user_model().objects.create_user("{user}", password="live-test-password-1", is_staff=True)
+Membership.objects.create(user=user, organization=Organization.objects.get(name="{org}"))
 """
 
 
@@ -49,7 +53,7 @@ async def session_cookie(server) -> str:
         page = await client.get("/login/")
         csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
         response = await client.post(
-            "/login/", data={"username": "ops", "password": "live-test-password-1", "csrfmiddlewaretoken": csrf}
+            "/login/", data={"username": USER, "password": "live-test-password-1", "csrfmiddlewaretoken": csrf}
         )
         assert response.status_code == 302
         return f"sessionid={client.cookies['sessionid']}"

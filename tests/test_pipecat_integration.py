@@ -8,6 +8,7 @@ transport would pick up the RTVI frames.
 
 import asyncio
 import json
+import uuid
 
 import httpx
 import pytest
@@ -42,6 +43,7 @@ from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from rtvi_monitor.pipecat import DashboardRTVIProcessor  # noqa: E402
 from tests.server import DaphneServer  # noqa: E402
 
+ORG = f"Acme-{uuid.uuid4().hex[:8]}"  # new in every run, for shared databases
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -110,8 +112,8 @@ def client_message(type_: str, data=None, id_="c1") -> InputTransportMessageFram
 @pytest.fixture(scope="module")
 def server():
     with DaphneServer() as running:
-        running.token = running.manage("create_ingest_token", "--org", "Acme").splitlines()[-1]
-        running.key = running.manage("create_api_key", "--org", "Acme").splitlines()[-1]
+        running.token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
+        running.key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
         yield running
 
 

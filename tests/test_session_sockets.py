@@ -126,21 +126,23 @@ async def test_a_browser_that_reconnects_with_since_gets_exactly_what_it_missed(
 
 async def test_a_relay_lost_on_the_way_is_backfilled_from_the_database(ingest_token, staff_cookie, monkeypatch):
     """group_send may drop (full channel, Redis blip): the next batch reveals the gap."""
-    from rtvi_monitor.layers import InMemoryChannelLayer
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()  # whichever is configured: in-memory, or Redis with REDIS_URL
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
     await receive(browser)
-    real_group_send = InMemoryChannelLayer.group_send
+    real_group_send = layer.group_send
     dropped = []
 
-    async def lossy(self, group, message):
+    async def lossy(group, message):
         if message.get("type") == "session.events" and not dropped:
             dropped.append(message["first_seq"])
             return None
-        return await real_group_send(self, group, message)
+        return await real_group_send(group, message)
 
-    monkeypatch.setattr(InMemoryChannelLayer, "group_send", lossy)
+    monkeypatch.setattr(layer, "group_send", lossy)
     await send(bot, wrap(1, token_message(1)))
     await receive(bot)
     await send(bot, wrap(2, token_message(2)))
