@@ -1,66 +1,108 @@
 """Validate-and-reduce throughput of the protocol core on one core.
 
-The mix is a real Pipecat conversation's (tests/rtvi_samples.py), reshaped to
-the field notes' proportions: a third bot-llm-text tokens, a quarter metrics,
-the rest everything else. Each message goes through what ingest does to it:
-JSON parsing, validation, and folding into the session state.
+Each message goes through what ingest does to it: JSON parsing and
+validation (rtvi_monitor/protocol.py), then folding into its session's state
+(rtvi_monitor/state.py). The messages are real Pipecat 1.14 sessions
+(tests/rtvi_samples.py) in their real order, with the LLM's tokens split to
+the size real LLMs stream so the mix matches the field notes': about a third
+bot-llm-text tokens, a quarter metrics, the rest everything else. Sessions are
+interleaved, as many bots streaming at once are.
 
-    .venv/bin/python bench/protocol.py [--messages 200000]
+    .venv/bin/python bench/protocol.py [--sessions 300] [--turns 6] [--repeat 5]
 """
 
 import argparse
 import json
 import os
 import platform
-import random
+import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from rtvi_monitor.protocol import validate
 from rtvi_monitor.state import Event, SessionState
-from tests.rtvi_samples import pipecat_conversation
+from tests.rtvi_samples import m, pipecat_conversation_pairs
+
+TOKEN_CHARS = 3  # real LLM tokens are pieces of words, not words
 
 
-def mix(count: int) -> list[str]:
-    pairs = pipecat_conversation(6)
-    tokens = [m for _, m in pairs if m["type"] == "bot-llm-text"]
-    metrics = [m for _, m in pairs if m["type"] == "metrics"]
-    others = [m for _, m in pairs if m["type"] not in ("bot-llm-text", "metrics")]
-    rnd = random.Random(7)
+def session(turns: int) -> list[tuple[str, str]]:
+    """One real session as (direction, JSON text), its LLM tokens split to real size."""
     out = []
-    for _ in range(count):
-        r = rnd.random()
-        pool = tokens if r < 1 / 3 else metrics if r < 1 / 3 + 1 / 4 else others
-        out.append(json.dumps(rnd.choice(pool)))
+    for direction, message in pipecat_conversation_pairs(turns):
+        if message["type"] == "bot-llm-text":
+            text = message["data"]["text"]
+            pieces = [text[i : i + TOKEN_CHARS] for i in range(0, len(text), TOKEN_CHARS)]
+            out += [(direction, json.dumps(m("bot-llm-text", {"text": piece}))) for piece in pieces]
+        else:
+            out.append((direction, json.dumps(message)))
     return out
+
+
+def frames(sessions: int, turns: int) -> list[tuple[int, int, str, str]]:
+    """(session index, seq, direction, text) for all sessions, interleaved round-robin."""
+    template = session(turns)
+    return [(s, seq, direction, text) for seq, (direction, text) in enumerate(template, 1) for s in range(sessions)]
+
+
+def run(stream: list[tuple[int, int, str, str]], sessions: int) -> float:
+    states = [SessionState() for _ in range(sessions)]
+    now = time.time()
+    start = time.perf_counter()
+    for index, seq, direction, text in stream:
+        checked = validate(text)
+        states[index].apply(Event(seq, direction, now, checked.message, checked.valid, checked.error))
+    elapsed = time.perf_counter() - start
+    assert all(s.counts["invalid"] == 0 and len(s.turns) > 0 for s in states)
+    return elapsed
+
+
+def run_validate_only(stream: list[tuple[int, int, str, str]]) -> float:
+    start = time.perf_counter()
+    for _, _, _, text in stream:
+        validate(text)
+    return time.perf_counter() - start
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--sessions", type=int, default=100, help="messages are spread over this many session states")
+    parser.add_argument("--sessions", type=int, default=300, help="sessions streaming at once")
+    parser.add_argument("--turns", type=int, default=6, help="voice turns per session")
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {0})  # one core
-    frames = mix(args.messages)
-    states = [SessionState() for _ in range(args.sessions)]
-    start = time.perf_counter()
-    now = time.time()
-    for seq, frame in enumerate(frames, 1):
-        checked = validate(frame)
-        states[seq % args.sessions].apply(Event(seq, "to-client", now, checked.message, checked.valid, checked.error))
-    elapsed = time.perf_counter() - start
-    cpu = (
-        Path("/proc/cpuinfo").read_text().split("model name")[1].split("\n")[0].strip(" \t:")
-        if Path("/proc/cpuinfo").exists()
-        else "?"
-    )
-    print(f"machine: {cpu}, Python {platform.python_version()}")
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
+
+    stream = frames(args.sessions, args.turns)
+    kinds = Counter(json.loads(text)["type"] for _, _, _, text in stream[:: args.sessions])
+    per_session = sum(kinds.values())
+    rates = [len(stream) / run(stream, args.sessions) for _ in range(args.repeat)]
+    parse_rates = [len(stream) / run_validate_only(stream) for _ in range(args.repeat)]
+
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores (1 used), Python {platform.python_version()}")
     print(
-        f"{args.messages} messages (parse + validate + reduce) in {elapsed:.2f} s: {args.messages / elapsed:,.0f} msg/s on one core"
+        f"mix: {per_session} messages per session: bot-llm-text {kinds['bot-llm-text'] / per_session:.0%}, "
+        f"metrics {kinds['metrics'] / per_session:.0%}, {len(kinds) - 2} other types"
     )
+    print(
+        f"{len(stream):,} messages over {args.sessions} sessions (parse + validate + reduce), {args.repeat} runs: "
+        f"median {statistics.median(rates):,.0f} msg/s, best {max(rates):,.0f} msg/s on one core"
+    )
+    print(f"parse + validate alone: median {statistics.median(parse_rates):,.0f} msg/s")
 
 
 if __name__ == "__main__":

@@ -1,32 +1,43 @@
 """The RTVI message catalog and validation. Plain Python: no I/O, no Django.
 
 Covers the 27 types of RTVI 1.0 (the spec) and the types current Pipecat
-sends or accepts beyond it (FIELD_NOTES.md), with the tolerances real bots
-need: `error` text in `error` or `message`, metric values in seconds,
-`metrics` with `data: {}`, `tokens` entries without a processor, extra fields
-anywhere. Validation never raises: it answers what is wrong, and where.
+sends or accepts beyond it (FIELD_NOTES.md, Pipecat 1.14's RTVI models), with
+the tolerances real bots need: `error` text in `error` or `message`, metric
+values in seconds, `metrics` with `data: {}`, `tokens` entries without a
+processor, `ttfa`/`ttfat` entries that carry their figure under their own
+name instead of `value`, extra fields anywhere. Validation never raises: it
+answers what is wrong, and where.
+
+It runs on every message a bot sends, so it checks only what the catalog
+names, once, and stops at the first problem.
 """
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 LABEL = "rtvi-ai"
-MAX_RAW = 8 * 1024  # raw text kept for an invalid message
+MAX_RAW = 8 * 1024  # characters of raw text kept for an invalid message
 
 BOT, CLIENT = "bot", "client"
 
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """One field of a message's `data`."""
+
     name: str
-    kind: str  # string | boolean | number | object | array | any | string_or_object | metric_list
+    # string | boolean | number | object | array | any | string_or_object | metric_list
+    kind: str
     required: bool = False
     default: Any = None
 
 
 @dataclass(frozen=True)
 class MessageType:
+    """One RTVI message type: who sends it and what its `data` holds."""
+
     name: str
     sender: str  # "bot" or "client"
     fields: tuple[FieldSpec, ...] = ()
@@ -47,25 +58,41 @@ def _t(name, sender, *fields, in_spec=True, deprecated=False, description=""):
     return MessageType(name, sender, tuple(fields), in_spec, deprecated, description)
 
 
+def _extra(name, sender, *fields, deprecated=False, description=""):
+    return _t(name, sender, *fields, in_spec=False, deprecated=deprecated, description=description)
+
+
 _TYPES = [
     # --- RTVI 1.0: connection management
-    _t("client-ready", CLIENT, _opt("version", "string"), _opt("about", "object"), description="Client ready"),
-    _t("bot-ready", BOT, _opt("version", "string"), _opt("about", "any"), description="Bot ready"),
-    _t("disconnect-bot", CLIENT, description="Client no longer wishes to interact"),
-    # Pipecat sends {"error", "fatal"}; the spec and client-js say "message".
+    _t(
+        "client-ready",
+        CLIENT,
+        _opt("version", "string"),
+        _opt("about", "object"),
+        description="The client is ready; carries its RTVI version and library",
+    ),
+    _t(
+        "bot-ready",
+        BOT,
+        _opt("version", "string"),
+        _opt("about", "any"),
+        description="The bot is ready; carries the RTVI version it speaks",
+    ),
+    _t("disconnect-bot", CLIENT, description="The client no longer wishes to interact with the bot"),
+    # Pipecat sends {"error", "fatal"}; the spec and client-js say "message". One of them must be there.
     _t(
         "error",
         BOT,
         _opt("message", "string"),
         _opt("error", "string"),
         _opt("fatal", "boolean", False),
-        description="Bot error; fatal ends the session",
+        description="A bot error; a fatal one ends the session",
     ),
     # --- transcription and speaking state
-    _t("user-started-speaking", BOT),
-    _t("user-stopped-speaking", BOT),
-    _t("bot-started-speaking", BOT),
-    _t("bot-stopped-speaking", BOT),
+    _t("user-started-speaking", BOT, description="The user started speaking"),
+    _t("user-stopped-speaking", BOT, description="The user stopped speaking"),
+    _t("bot-started-speaking", BOT, description="The bot started speaking"),
+    _t("bot-stopped-speaking", BOT, description="The bot stopped speaking"),
     _t(
         "user-transcription",
         BOT,
@@ -73,21 +100,47 @@ _TYPES = [
         _req("final", "boolean"),
         _opt("timestamp", "string"),
         _opt("user_id", "string"),
+        deprecated=True,
+        description="What the STT heard, partial or final (Pipecat 1.13 deprecates it for user-input)",
     ),
     _t(
         "bot-transcription",
         BOT,
         _req("text", "string"),
         deprecated=True,
-        description="What the LLM wrote, per sentence",
+        description="What the LLM wrote, per sentence (deprecated for bot-output)",
     ),
     # --- client-server messaging
     _t("server-message", BOT, description="Any JSON the application chooses"),
-    _t("client-message", CLIENT, _req("t", "string"), _opt("d", "any")),
-    _t("server-response", BOT, _req("t", "string"), _opt("d", "any")),
-    _t("error-response", BOT, _req("error", "string")),
+    _t(
+        "client-message",
+        CLIENT,
+        _req("t", "string"),
+        _opt("d", "any"),
+        description="An application request; answered by server-response or error-response with its id",
+    ),
+    # The spec says this type is "given as client-message"; Pipecat and client-js use server-response.
+    _t(
+        "server-response",
+        BOT,
+        _req("t", "string"),
+        _opt("d", "any"),
+        description="The answer to a client-message (same envelope id)",
+    ),
+    _t(
+        "error-response",
+        BOT,
+        _req("error", "string"),
+        description="A failed client request (same envelope id)",
+    ),
     # --- LLM interaction
-    _t("send-text", CLIENT, _req("content", "string"), _opt("options", "object")),
+    _t(
+        "send-text",
+        CLIENT,
+        _req("content", "string"),
+        _opt("options", "object"),
+        description="Text appended to the user context; options default to run_immediately and audio_response true",
+    ),
     _t(
         "append-to-context",
         CLIENT,
@@ -95,7 +148,7 @@ _TYPES = [
         _req("content", "any"),
         _opt("run_immediately", "boolean", False),
         deprecated=True,
-        description="Deprecated in favour of send-text",
+        description="Deprecated in favour of send-text; current Pipecat answers it with error-response",
     ),
     _t(
         "llm-function-call",
@@ -103,14 +156,19 @@ _TYPES = [
         _req("function_name", "string"),
         _req("tool_call_id", "string"),
         _opt("args", "object"),
+        deprecated=True,
+        description="A function call the client should handle or know about (Pipecat: llm-function-call-in-progress)",
     ),
+    # The spec names the arguments `args`; Pipecat's model names them `arguments`.
     _t(
         "llm-function-call-result",
         CLIENT,
         _req("function_name", "string"),
         _req("tool_call_id", "string"),
         _opt("args", "object"),
+        _opt("arguments", "object"),
         _req("result", "string_or_object"),
+        description="The client's result for a function call",
     ),
     _t(
         "bot-llm-search-response",
@@ -118,119 +176,194 @@ _TYPES = [
         _opt("search_result", "string"),
         _opt("rendered_content", "string"),
         _opt("origins", "array"),
+        description="Results of the LLM's built-in search",
     ),
     # --- service insights
-    _t("bot-llm-started", BOT),
-    _t("bot-llm-stopped", BOT),
-    _t("user-llm-text", BOT, _req("text", "string")),
-    _t("bot-llm-text", BOT, _req("text", "string")),
-    _t("bot-tts-started", BOT),
-    _t("bot-tts-stopped", BOT),
-    _t("bot-tts-text", BOT, _req("text", "string")),
-    # --- metrics
+    _t("bot-llm-started", BOT, description="LLM processing began"),
+    _t("bot-llm-stopped", BOT, description="LLM processing completed"),
+    _t("user-llm-text", BOT, _req("text", "string"), description="The aggregated user input sent to the LLM"),
+    _t("bot-llm-text", BOT, _req("text", "string"), description="One token streamed from the LLM"),
+    _t("bot-tts-started", BOT, description="TTS processing began"),
+    _t("bot-tts-stopped", BOT, description="TTS processing completed"),
+    _t(
+        "bot-tts-text",
+        BOT,
+        _req("text", "string"),
+        description="Text the TTS speaks, per word or sentence (Pipecat 1.13 adds tts-raw-text)",
+    ),
+    # --- metrics: values are seconds in practice, whatever the spec's "typically milliseconds" says
     _t(
         "metrics",
         BOT,
         _opt("processing", "metric_list"),
         _opt("ttfb", "metric_list"),
         _opt("characters", "metric_list"),
-        _opt("tokens", "array"),
         _opt("ttfa", "metric_list"),
         _opt("ttfat", "metric_list"),
+        _opt("tokens", "array"),
         _opt("stt_usage", "array"),
+        description="Performance and usage figures: ttfb, processing, characters (spec); tokens, ttfa, ttfat, "
+        "stt_usage (Pipecat)",
     ),
     # --- what current Pipecat sends or accepts beyond the spec
-    _t(
+    _extra(
         "user-input",
         BOT,
         _req("text", "string"),
-        _opt("input_type", "string"),
+        _opt("input_type", "string"),  # transcription | chat | backchannel
+        _opt("final", "boolean"),
+        _opt("timestamp", "string"),
+        _opt("user_id", "string"),
         _opt("msg_id", "string"),
-        in_spec=False,
-        description="User text: beside every transcription, and chat input",
+        description="What the user said or typed: beside every transcription, and for send-text (chat)",
     ),
-    _t(
+    _extra(
         "bot-output",
         BOT,
         _req("text", "string"),
-        _opt("spoken", "boolean"),
+        _opt("output_type", "string"),
+        _opt("text_type", "string"),
         _opt("aggregated_by", "string"),
         _opt("segment_id", "any"),
+        _opt("spoken", "boolean"),
         _opt("will_be_spoken", "boolean"),
-        _opt("spoken_status", "string"),
-        _opt("spoken_progress", "any"),
-        in_spec=False,
-        description="What the bot says, v1 and v2",
+        _opt("spoken_status", "string"),  # new | in-progress | completed
+        _opt("spoken_progress", "object"),
+        description="What the bot says, per sentence: v1 {spoken}, v2 {will_be_spoken, spoken_status}",
     ),
-    _t("bot-interrupted", BOT, in_spec=False),
-    _t(
-        "llm-function-call-started", BOT, _opt("function_name", "string"), _opt("tool_call_id", "string"), in_spec=False
+    _extra("bot-interrupted", BOT, description="The pipeline was interrupted (sent at every user turn start)"),
+    _extra(
+        "llm-function-call-started",
+        BOT,
+        _opt("function_name", "string"),
+        description="The LLM called a function (often data: {})",
     ),
-    _t(
+    _extra(
         "llm-function-call-in-progress",
         BOT,
-        _opt("function_name", "string"),
         _opt("tool_call_id", "string"),
-        _opt("arguments", "any"),
-        in_spec=False,
+        _opt("function_name", "string"),
+        _opt("arguments", "object"),
+        description="A function call is running",
     ),
-    _t(
+    _extra(
         "llm-function-call-stopped",
         BOT,
-        _opt("function_name", "string"),
         _opt("tool_call_id", "string"),
         _opt("cancelled", "boolean"),
+        _opt("function_name", "string"),
         _opt("result", "any"),
-        in_spec=False,
+        description="A function call completed or was cancelled",
     ),
-    _t("llm-function-call-start", BOT, _opt("function_name", "string"), in_spec=False, deprecated=True),
-    _t("vad-user-started-speaking", BOT, in_spec=False),
-    _t("vad-user-stopped-speaking", BOT, in_spec=False),
-    _t("user-mute-started", BOT, in_spec=False),
-    _t("user-mute-stopped", BOT, in_spec=False),
-    _t("user-audio-level", BOT, _req("value", "number"), in_spec=False),
-    _t("bot-audio-level", BOT, _req("value", "number"), in_spec=False),
-    _t("system-log", BOT, _opt("text", "string"), in_spec=False),
-    _t("stt-raw-text", BOT, _opt("text", "string"), in_spec=False),
-    _t("llm-raw-text", BOT, _opt("text", "string"), in_spec=False),
-    _t("tts-raw-text", BOT, _opt("text", "string"), in_spec=False),
-    _t("bot-llm-marker", BOT, in_spec=False),
-    _t("ui-command", BOT, in_spec=False),
-    _t("ui-job-group", BOT, in_spec=False),
-    _t("config", BOT, in_spec=False, deprecated=True),
-    _t("action-response", BOT, in_spec=False, deprecated=True),
-    _t("dtmf", CLIENT, in_spec=False),
-    _t("send-file", CLIENT, in_spec=False),
-    _t("ui-event", CLIENT, in_spec=False),
-    _t("ui-snapshot", CLIENT, in_spec=False),
-    _t("raw-audio", CLIENT, in_spec=False),
+    _extra(
+        "llm-function-call-start",
+        BOT,
+        _opt("function_name", "string"),
+        deprecated=True,
+        description="Older bots' llm-function-call-started",
+    ),
+    _extra("vad-user-started-speaking", BOT, description="Raw VAD: the user started speaking"),
+    _extra("vad-user-stopped-speaking", BOT, description="Raw VAD: the user stopped speaking"),
+    _extra("user-mute-started", BOT, description="The user was muted"),
+    _extra("user-mute-stopped", BOT, description="The user was unmuted"),
+    _extra("user-audio-level", BOT, _req("value", "number"), description="User audio level"),
+    _extra("bot-audio-level", BOT, _req("value", "number"), description="Bot audio level"),
+    _extra("system-log", BOT, _req("text", "string"), description="A log line from the bot"),
+    _extra(
+        "stt-raw-text",
+        BOT,
+        _req("text", "string"),
+        _opt("final", "boolean"),
+        _opt("timestamp", "string"),
+        _opt("user_id", "string"),
+        description="A transcription as the STT produced it",
+    ),
+    _extra("llm-raw-text", BOT, _req("text", "string"), description="A chunk of text as the LLM streamed it"),
+    _extra("tts-raw-text", BOT, _req("text", "string"), description="Text the TTS speaks, as it is spoken"),
+    _extra(
+        "bot-llm-marker",
+        BOT,
+        _opt("text", "string"),
+        _opt("kind", "string"),
+        _opt("raw", "string"),
+        _opt("markers", "array"),
+        description="A sideband marker the LLM emitted",
+    ),
+    _extra(
+        "bot-tts-audio",
+        BOT,
+        _opt("audio", "string"),
+        _opt("sample_rate", "number"),
+        _opt("num_channels", "number"),
+        description="TTS audio (base64)",
+    ),
+    _extra("ui-command", BOT, _opt("command", "string"), description="A command for the client's UI"),
+    _extra("ui-job-group", BOT, _opt("kind", "string"), _opt("job_id", "string"), description="A UI job group"),
+    _extra("config", BOT, deprecated=True, description="RTVI 0.x configuration"),
+    _extra("action-response", BOT, deprecated=True, description="RTVI 0.x action response"),
+    _extra(
+        "dtmf",
+        CLIENT,
+        _opt("buttons", "array"),  # protocol 2.1
+        _opt("button", "string"),  # before 2.1
+        description="Keypad presses",
+    ),
+    _extra(
+        "send-file",
+        CLIENT,
+        _opt("content", "string"),
+        _opt("file", "object"),
+        _opt("options", "object"),
+        description="A file for the LLM",
+    ),
+    _extra("ui-event", CLIENT, _opt("event", "string"), description="An event from the client's UI"),
+    _extra("ui-snapshot", CLIENT, _opt("tree", "object"), description="An accessibility snapshot of the client's UI"),
+    _extra("ui-cancel-job-group", CLIENT, _opt("job_id", "string"), description="Cancel a UI job group"),
+    _extra("raw-audio", CLIENT, description="Audio from the client"),
+    _extra("raw-audio-batch", CLIENT, description="Audio from the client, batched"),
 ]
 
 CATALOG: dict[str, MessageType] = {t.name: t for t in _TYPES}
 SPEC_TYPES = frozenset(t.name for t in _TYPES if t.in_spec)
 
 SEND_TEXT_OPTION_DEFAULTS = {"run_immediately": True, "audio_response": True}
+# Metric kinds whose entries carry the figure under their own name rather than `value` (Pipecat 1.14).
+METRIC_VALUE_KEYS = {"ttfa": ("value", "ttfa"), "ttfat": ("value", "ttfat")}
 
 
 @dataclass(frozen=True, slots=True)
 class Validated:
+    """The outcome of validate(): the message, its type, and what is wrong with it if anything."""
+
     message: dict | None  # the parsed object (None when not parseable or not an object)
     type: str  # "" when none could be read
     valid: bool
-    known: bool
+    known: bool  # the type is in CATALOG
     error: str  # "" when valid; else what is wrong and where
     raw: str  # the raw text (truncated) when invalid, else ""
 
 
 def _describe(value: Any) -> str:
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_number(value: Any) -> bool:
+    # bool is an int in Python, and JSON has no NaN or Infinity though Python's parser accepts them.
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and (isinstance(value, int) or math.isfinite(value))
+    )
 
 
 _KIND_CHECKS = {
     "string": (lambda v: isinstance(v, str), "a string"),
     "boolean": (lambda v: isinstance(v, bool), "a boolean"),
-    "number": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "number": (_is_number, "a finite number"),
     "object": (lambda v: isinstance(v, dict), "an object"),
     "array": (lambda v: isinstance(v, list), "an array"),
     "string_or_object": (lambda v: isinstance(v, (str, dict)), "a string or an object"),
@@ -241,32 +374,34 @@ _KIND_CHECKS = {
 def _check_metric_list(name: str, value: Any) -> str:
     if not isinstance(value, list):
         return f"data.{name}: expected an array, got {_describe(value)}"
+    keys = METRIC_VALUE_KEYS.get(name, ("value",))
     for i, entry in enumerate(value):
         where = f"data.{name}[{i}]"
         if not isinstance(entry, dict):
             return f"{where}: expected an object, got {_describe(entry)}"
-        number = entry.get("value")
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return f"{where}.value: expected a number, got {_describe(number)}"
-        for key in ("processor", "model"):
-            if key in entry and entry[key] is not None and not isinstance(entry[key], str):
-                return f"{where}.{key}: expected a string, got {_describe(entry[key])}"
+        key = next((k for k in keys if k in entry), keys[0])
+        if not _is_number(entry.get(key)):
+            return f"{where}.{key}: expected a finite number, got {_describe(entry.get(key))}"
+        for text_key in ("processor", "model"):
+            text = entry.get(text_key)
+            if text is not None and not isinstance(text, str):
+                return f"{where}.{text_key}: expected a string, got {_describe(text)}"
     return ""
 
 
 def _check_data(spec: MessageType, data: Any) -> str:
     if not spec.fields:
-        return ""
+        return ""  # nothing defined: any data is tolerated
     if data is None:
         data = {}
     if not isinstance(data, dict):
         return f"data: expected an object, got {_describe(data)}"
     for field in spec.fields:
-        if field.name not in data or data[field.name] is None:
+        value = data.get(field.name)
+        if value is None:
             if field.required:
                 return f"data.{field.name}: required, missing"
             continue
-        value = data[field.name]
         if field.kind == "metric_list":
             error = _check_metric_list(field.name, value)
             if error:
@@ -275,93 +410,141 @@ def _check_data(spec: MessageType, data: Any) -> str:
         check, expected = _KIND_CHECKS[field.kind]
         if not check(value):
             return f"data.{field.name}: expected {expected}, got {_describe(value)}"
-    if spec.name == "error" and not isinstance(data.get("message", data.get("error")), str):
-        return "data.message: required (or data.error, as Pipecat sends), missing"
-    if spec.name == "send-text" and isinstance(data.get("options"), dict):
+    return _EXTRA_CHECKS[spec.name](data) if spec.name in _EXTRA_CHECKS else ""
+
+
+def _check_error(data: dict) -> str:
+    if isinstance(data.get("message"), str) or isinstance(data.get("error"), str):
+        return ""
+    return "data.message: required (or data.error, as Pipecat sends it), missing"
+
+
+def _check_options(data: dict) -> str:
+    options = data.get("options")
+    if isinstance(options, dict):
         for key in SEND_TEXT_OPTION_DEFAULTS:
-            if key in data["options"] and not isinstance(data["options"][key], bool):
-                return f"data.options.{key}: expected a boolean, got {_describe(data['options'][key])}"
-    if spec.name == "append-to-context" and data.get("role") not in ("user", "assistant"):
-        return f"data.role: expected 'user' or 'assistant', got {_describe(data.get('role'))}"
+            if options.get(key) is not None and not isinstance(options[key], bool):
+                return f"data.options.{key}: expected a boolean, got {_describe(options[key])}"
     return ""
 
 
-def _invalid(message: dict | None, type_: str, error: str, raw: str, known: bool = False) -> Validated:
+def _check_role(data: dict) -> str:
+    if data.get("role") in ("user", "assistant"):
+        return ""
+    return f'data.role: expected "user" or "assistant", got {_describe(data.get("role"))}'
+
+
+def _check_entries(data: dict) -> str:
+    for name in ("tokens", "stt_usage"):
+        for i, entry in enumerate(data.get(name) or ()):
+            if not isinstance(entry, dict):
+                return f"data.{name}[{i}]: expected an object, got {_describe(entry)}"
+    return ""
+
+
+# Rules that one field's kind cannot say.
+_EXTRA_CHECKS = {
+    "error": _check_error,
+    "send-text": _check_options,
+    "send-file": _check_options,
+    "append-to-context": _check_role,
+    "metrics": _check_entries,
+}
+
+
+def _truncated(raw: str) -> str:
     if len(raw) > MAX_RAW:
-        raw = raw[:MAX_RAW] + f"... [truncated, {len(raw)} characters in all]"
-    return Validated(message, type_, False, known, error, raw)
+        return raw[:MAX_RAW] + f"... [truncated, {len(raw)} characters in all]"
+    return raw
+
+
+def _dumps(obj: Any) -> str:
+    try:
+        return json.dumps(obj)
+    except (TypeError, ValueError, RecursionError):
+        return repr(obj)
+
+
+def _invalid(message: dict | None, type_: str, error: str, raw: str | None) -> Validated:
+    text = raw if raw is not None else _dumps(message)
+    return Validated(message, type_, False, type_ in CATALOG, error, _truncated(text))
 
 
 def validate(obj_or_text: dict | str | bytes) -> Validated:
-    """Check one RTVI message (parsed, or its JSON text). Never raises."""
-    raw = ""
-    obj = obj_or_text
-    if isinstance(obj, bytes):
-        obj = obj.decode("utf-8", "replace")
+    """Check one RTVI message, parsed or as its JSON text; say what is wrong and where. Never raises."""
+    try:
+        return _validate(obj_or_text)
+    except Exception as exc:  # the hot path of ingest must survive any input
+        raw = obj_or_text if isinstance(obj_or_text, str) else _dumps(obj_or_text)
+        return Validated(None, "", False, False, f"unreadable message: {type(exc).__name__}", _truncated(raw))
+
+
+def _validate(obj: Any) -> Validated:
+    raw = None
+    if isinstance(obj, (bytes, bytearray)):
+        obj = bytes(obj).decode("utf-8", "replace")
     if isinstance(obj, str):
         raw = obj
         try:
             obj = json.loads(obj)
         except ValueError as exc:
-            return _invalid(None, "", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", raw)
+            where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+            return _invalid(None, "", f"not JSON: {getattr(exc, 'msg', exc)}{where}", raw)
+        except RecursionError:
+            return _invalid(None, "", "not JSON: nested too deeply", raw)
     if not isinstance(obj, dict):
-        return _invalid(None, "", f"expected a JSON object, got {_describe(obj)}", raw or _dumps(obj))
+        return _invalid(None, "", f"expected a JSON object, got {_describe(obj)}", raw if raw is not None else "")
 
     type_ = obj.get("type")
     type_name = type_ if isinstance(type_, str) else ""
     label = obj.get("label")
     if label != LABEL:
         problem = "missing" if label is None else f"got {_describe(label)}"
-        return _invalid(
-            obj, type_name, f'label: expected "rtvi-ai", {problem}', raw or _dumps(obj), type_name in CATALOG
-        )
-    if not isinstance(type_, str) or not type_:
+        return _invalid(obj, type_name, f'label: expected "rtvi-ai", {problem}', raw)
+    if not type_name:
         problem = "missing" if type_ is None else f"got {_describe(type_)}"
-        return _invalid(obj, "", f"type: expected a non-empty string, {problem}", raw or _dumps(obj))
-    if "id" in obj and obj["id"] is not None and not isinstance(obj["id"], str):
-        return _invalid(
-            obj, type_, f"id: expected a string, got {_describe(obj['id'])}", raw or _dumps(obj), type_ in CATALOG
-        )
+        return _invalid(obj, "", f"type: expected a non-empty string, {problem}", raw)
+    msg_id = obj.get("id")
+    if msg_id is not None and not isinstance(msg_id, str):
+        return _invalid(obj, type_name, f"id: expected a string, got {_describe(msg_id)}", raw)
 
-    spec = CATALOG.get(type_)
+    spec = CATALOG.get(type_name)
     if spec is None:
-        return Validated(obj, type_, True, False, "", "")
+        return Validated(obj, type_name, True, False, "", "")  # kept and shown, marked unknown
     error = _check_data(spec, obj.get("data"))
     if error:
-        return _invalid(obj, type_, error, raw or _dumps(obj), True)
-    return Validated(obj, type_, True, True, "", "")
-
-
-def _dumps(obj: Any) -> str:
-    try:
-        return json.dumps(obj)
-    except (TypeError, ValueError):
-        return repr(obj)
+        return _invalid(obj, type_name, error, raw)
+    return Validated(obj, type_name, True, True, "", "")
 
 
 def with_defaults(msg_type: str, data: dict | None) -> dict:
-    """The data with the catalog's defaults filled in (send-text options, append-to-context, error.fatal)."""
-    data = dict(data or {})
+    """A copy of `data` with the catalog's defaults filled in.
+
+    send-text and send-file options default to run_immediately and
+    audio_response true; append-to-context's run_immediately to false; an
+    error's fatal to false.
+    """
+    data = dict(data) if isinstance(data, dict) else {}
     spec = CATALOG.get(msg_type)
     if spec is None:
         return data
     for field in spec.fields:
         if field.default is not None and data.get(field.name) is None:
             data[field.name] = field.default
-    if msg_type == "send-text":
+    if msg_type in ("send-text", "send-file"):
         options = data.get("options") if isinstance(data.get("options"), dict) else {}
-        data["options"] = {**SEND_TEXT_OPTION_DEFAULTS, **options}
+        data["options"] = {**SEND_TEXT_OPTION_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     return data
 
 
 def default_direction(msg_type: str) -> str:
-    """ "from-client" for client-sent types, "to-client" for bot-sent and unknown ones."""
+    """ "from-client" for client-sent types; "to-client" for bot-sent and unknown ones."""
     spec = CATALOG.get(msg_type)
     return "from-client" if spec is not None and spec.sender == CLIENT else "to-client"
 
 
 def protocol_version(message: dict) -> str | None:
-    """The RTVI version a client-ready or bot-ready message declares."""
+    """The RTVI version a client-ready or bot-ready message declares, else None."""
     if not isinstance(message, dict) or message.get("type") not in ("client-ready", "bot-ready"):
         return None
     data = message.get("data")
@@ -369,15 +552,16 @@ def protocol_version(message: dict) -> str | None:
     return version.strip() if isinstance(version, str) and version.strip() else None
 
 
-def normalized_version(version: str) -> str:
-    """ "1.0" -> "1.0.0"; leaves anything it cannot read as it is."""
-    parts = version.strip().lstrip("v").split(".")
-    if all(p.isdigit() for p in parts) and 1 <= len(parts) <= 3:
-        return ".".join(parts + ["0"] * (3 - len(parts)))
-    return version.strip()
+def normalized_version(v: str) -> str:
+    """ "1.0" -> "1.0.0", "v2.1" -> "2.1.0"; anything else it cannot read is returned stripped."""
+    text = v.strip() if isinstance(v, str) else ""
+    parts = text.removeprefix("v").split(".")
+    if 1 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
+        return ".".join([str(int(p)) for p in parts] + ["0"] * (3 - len(parts)))
+    return text
 
 
-def version_family(version: str) -> str:
-    """ "1.x", "2.x" or "unknown"."""
-    major = normalized_version(version).split(".")[0]
+def version_family(v: str) -> str:
+    """ "1.x" or "2.x" for RTVI versions a monitor sees side by side, else "unknown"."""
+    major = normalized_version(v).split(".")[0]
     return f"{major}.x" if major in ("1", "2") else "unknown"
