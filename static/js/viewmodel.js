@@ -179,7 +179,9 @@ const HANDLERS = {
     if (data.input_type === "chat") chat(view, e, data.text, at);
   },
   "bot-output"(view, e, data) {
-    if (data.will_be_spoken === false || (data.spoken === false && !("spoken_status" in data))) return;
+    // Single words mark progress; the sentence comes whole. Text-only replies
+    // (will_be_spoken: false, audio_response off) are shown too.
+    if (data.aggregated_by === "word" || data.aggregated_by === "token") return;
     sentence(view, "bot-output", e, data.text, data.segment_id);
   },
   "bot-transcription"(view, e, data) {
@@ -201,6 +203,8 @@ const HANDLERS = {
     showBest(item);
   },
   "bot-interrupted"(view, e, data, at) {
+    // Pipecat sends this at every user turn start: an interruption only while the bot speaks.
+    if (!view.speaking.bot) return;
     const last = view.interruptions[view.interruptions.length - 1];
     if (last === undefined || Math.abs(at - last) >= 1) view.interruptions.push(at);
   },
@@ -248,8 +252,10 @@ const HANDLERS = {
           if (typeof entry.total_tokens === "number") point(view, "tokens", entry, at, entry.total_tokens);
           continue;
         }
-        if (typeof entry.value !== "number") continue;
-        const value = TIME_METRICS.has(kind) ? Math.round(entry.value * 1e6) / 1e3 : entry.value;
+        // ttfa and ttfat carry their figure under their own name, not "value".
+        const raw = typeof entry.value === "number" ? entry.value : entry[kind];
+        if (typeof raw !== "number") continue;
+        const value = TIME_METRICS.has(kind) ? Math.round(raw * 1e6) / 1e3 : raw;
         if (kind === "characters") view.totals.characters += value;
         point(view, kind, entry, at, value);
         if (kind === "ttfb" && view.pendingTurn) {

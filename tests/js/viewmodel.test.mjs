@@ -153,3 +153,20 @@ test("server messages are kept for the transcript", () => {
   const view = applyEvents(fresh(), [ev("server-message", { order: 42 })]);
   assert.deepEqual(view.serverMessages.map((m) => m.data), [{ order: 42 }]);
 });
+
+test("bot-interrupted counts only while the bot speaks", () => {
+  const view = applyEvents(fresh(), [ev("bot-interrupted")]);
+  assert.equal(view.interruptions.length, 0);
+  applyEvents(view, [ev("bot-started-speaking"), ev("bot-interrupted", undefined, 2)]);
+  assert.equal(view.interruptions.length, 1);
+});
+
+test("a text-only reply (will_be_spoken false) is shown", () => {
+  const view = applyEvents(fresh(), [ev("bot-output", { text: "Here is the link.", spoken: false, will_be_spoken: false, aggregated_by: "sentence" })]);
+  assert.equal(view.transcript[0].text, "Here is the link.");
+});
+
+test("ttfat entries without value are read by their own name", () => {
+  const view = applyEvents(fresh(), [ev("metrics", { ttfat: [{ processor: "llm", ttfat: 0.4, ttfb: 0.2, thinking_time: 0.2 }] })]);
+  assert.deepEqual(metricSeries(view, "ttfat").data[1], [400]);
+});
