@@ -8,6 +8,7 @@
 import json
 import logging
 import time
+import uuid
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -104,8 +105,6 @@ def open_ingest(token: str, session_id: str, agent_id: str | None):
 
 
 def _is_uuid(value: str) -> bool:
-    import uuid
-
     try:
         uuid.UUID(value)
     except ValueError:
@@ -164,17 +163,15 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         try:
             frame = json.loads(raw)
         except ValueError:
-            frame = None
+            frame = raw  # recorded as received, answered with what is wrong
         frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]
         if not self.bucket.take(len(frames)):
             return await self.fail(
                 f"Over the rate limit of {settings.INGEST_RATE_LIMIT:g} messages per second.", CLOSE_RATE
             )
         immediate = []
-        for item in frames:
-            # Inside a batch each item is judged alone; its raw text is its own JSON.
-            item_raw = raw if len(frames) == 1 else json.dumps(item)
-            row, reply = self.live_session.accept(item, item_raw, received_at, self)
+        for item in frames:  # inside a batch each item is judged alone
+            row, reply = self.live_session.accept(item, received_at, self)
             if row is not None:
                 self.writer.add(row)
             if reply is not None:
@@ -203,10 +200,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
 @database_sync_to_async
 def _find_session(user, session_id: str):
-    organization = organization_of(user)
-    if organization is None:
-        return None
-    return Session.objects.filter(organization=organization, session_id=session_id).first()
+    return Session.objects.find(organization_of(user), session_id)
 
 
 class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
@@ -255,7 +249,8 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
         session, events = await database_sync_to_async(load)()
         state = await self.current_state(session)
-        last_seq = events[-1]["seq"] if events else max(since or 0, await self.stored_max_seq())
+        # No event after `since` (or none at all) means the browser is up to date.
+        last_seq = events[-1]["seq"] if events else (since or 0)
         self.last_seq = self.acked = last_seq
         self.paused_since = None
         await self.send(
@@ -271,17 +266,6 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
                 separators=(",", ":"),
             )
         )
-
-    async def stored_max_seq(self) -> int:
-        from django.db.models import Max
-
-        from rtvi_monitor.models import Event
-
-        @database_sync_to_async
-        def query():
-            return Event.objects.filter(session_id=self.session.pk).aggregate(m=Max("seq"))["m"] or 0
-
-        return await query()
 
     async def current_state(self, session: Session) -> dict:
         here = live.registry.sessions.get(session.pk)

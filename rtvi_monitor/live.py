@@ -112,19 +112,23 @@ class Row:
         )
 
 
+def stored_message(text: str) -> Any:
+    """A stored message back as JSON; the raw text as received when it was not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def event_from_db(event: Event) -> dict:
     """An Event row in the shape browsers and the API receive."""
-    try:
-        message = json.loads(event.message) if event.valid or event.message.startswith("{") else event.message
-    except ValueError:
-        message = event.message
     return {
         "seq": event.seq,
         "direction": event.direction,
         "type": event.type,
         "received_at": event.received_at,
         "sent_at": event.sent_at,
-        "message": message,
+        "message": stored_message(event.message),
         "valid": event.valid,
         "error": event.error,
     }
@@ -228,8 +232,11 @@ class LiveSession:
     def next_seq(self) -> int:
         return self.max_seq + 1
 
-    def accept(self, frame: Any, raw: str, received_at: float, replier: Replier) -> tuple[Row | None, dict | None]:
+    def accept(self, frame: Any, received_at: float, replier: Replier) -> tuple[Row | None, dict | None]:
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) into a Row.
+
+        `frame` is the parsed JSON, or the raw text when it was not JSON;
+        validation keeps the text of whatever is invalid.
 
         Returns (row, immediate_reply). A duplicate of a stored seq gets an
         immediate ack and no row; everything else is recorded.
@@ -237,20 +244,19 @@ class LiveSession:
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
             # Bare RTVI message, or something that is not even JSON.
-            checked = protocol.validate(frame if isinstance(frame, dict) else raw)
+            checked = protocol.validate(frame)
             seq = self.next_seq
             direction = protocol.default_direction(checked.type)
-            return self._row(seq, direction, checked, raw, received_at, None, None, replier), None
+            return self._row(seq, direction, checked, received_at, None, None, replier), None
 
         seq = frame["seq"]
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            checked = protocol.validate(frame["message"] if isinstance(frame["message"], dict) else raw)
+            checked = protocol.validate(frame["message"])
             error = f"seq: expected a positive integer, got {json.dumps(seq)}; recorded under seq {self.next_seq}"
             return self._row(
                 self.next_seq,
                 protocol.default_direction(checked.type),
                 checked,
-                raw,
                 received_at,
                 None,
                 {"error": error, "seq": None},
@@ -264,7 +270,7 @@ class LiveSession:
             return None, {"ack": seq}
 
         message = frame["message"]
-        checked = protocol.validate(message if isinstance(message, (dict, str)) else json.dumps(message))
+        checked = protocol.validate(message)
         direction = frame.get("direction") or protocol.default_direction(checked.type)
         wrapper_error = ""
         if direction not in DIRECTIONS:
@@ -280,9 +286,9 @@ class LiveSession:
             reply = {"ack": seq, "warning": f"unknown RTVI type {checked.type!r}: stored, not interpreted"}
         else:
             reply = {"ack": seq}
-        return self._row(seq, direction, checked, raw, received_at, sent_at, reply, replier, wrapper_error), None
+        return self._row(seq, direction, checked, received_at, sent_at, reply, replier, wrapper_error), None
 
-    def _row(self, seq, direction, checked, raw, received_at, sent_at, reply, replier, extra_error="") -> Row:
+    def _row(self, seq, direction, checked, received_at, sent_at, reply, replier, extra_error="") -> Row:
         if reply is None and not checked.valid:
             reply = {"error": checked.error, "seq": None}
         self.seen.add(seq)
@@ -291,7 +297,7 @@ class LiveSession:
             self.waiting[seq] = [replier]
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
-        message = checked.message if checked.message is not None else (checked.raw or raw)
+        message = checked.message if checked.message is not None else checked.raw
         at = event_time(sent_at, received_at)
         self.state.apply(StateEvent(seq, direction, at, checked.message, valid, error))
         self.summary_due = True

@@ -30,6 +30,12 @@ class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
 
+    def find(self, organization, session_id: str):
+        """The organization's session with this id, or None (also for no organization)."""
+        if organization is None:
+            return None
+        return self.select_related("agent").filter(organization=organization, session_id=session_id).first()
+
 
 class Session(models.Model):
     class Status(models.TextChoices):

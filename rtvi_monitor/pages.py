@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from django.core.exceptions import BadRequest
+from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
@@ -25,8 +26,6 @@ def _page(queryset, cursor: str):
             pk = int(pk)
         except ValueError:
             raise BadRequest("before: not a cursor this page made") from None
-        from django.db.models import Q
-
         queryset = queryset.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
     rows = list(queryset[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
@@ -65,12 +64,7 @@ def session_list(request):
 @require_GET
 @staff_required
 def session_detail(request, session_id):
-    organization = organization_of(request.user)
-    session = (
-        Session.objects.select_related("agent").filter(organization=organization, session_id=session_id).first()
-        if organization
-        else None
-    )
+    session = Session.objects.find(organization_of(request.user), session_id)
     if session is None:
         raise Http404("No such session in your organization.")
     return render(

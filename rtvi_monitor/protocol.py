@@ -493,7 +493,9 @@ def _validate(obj: Any) -> Validated:
         except RecursionError:
             return _invalid(None, "", "not JSON: nested too deeply", raw)
     if not isinstance(obj, dict):
-        return _invalid(None, "", f"expected a JSON object, got {_describe(obj)}", raw if raw is not None else "")
+        return _invalid(
+            None, "", f"expected a JSON object, got {_describe(obj)}", raw if raw is not None else _dumps(obj)
+        )
 
     type_ = obj.get("type")
     type_name = type_ if isinstance(type_, str) else ""

@@ -1,6 +1,7 @@
 """Queries over stored sessions, shared by the JSON API and the pages."""
 
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -34,8 +35,6 @@ def filter_sessions(organization, params) -> QuerySet:
     queryset = Session.objects.filter(organization=organization).select_related("agent")
     agent = params.get("agent", "").strip()
     if agent:
-        import uuid
-
         try:
             queryset = queryset.filter(agent_id=uuid.UUID(agent))
         except ValueError:
@@ -108,8 +107,6 @@ def agent_stats(organization, since) -> dict[str, dict]:
 
 def overview(organization, now) -> dict:
     """What the home page answers "is everything fine?" with."""
-    from datetime import timedelta
-
     recent_errors = (
         Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
         .filter(Q(error_count__gt=0) | Q(fatal=True))

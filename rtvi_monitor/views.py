@@ -6,6 +6,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from dashboard.auth import json_error, json_methods, key_or_staff_required
 from rtvi_monitor import live
+from rtvi_monitor.live import stored_message
 from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
 
@@ -43,17 +44,11 @@ def session_list(request):
     )
 
 
-def _get_session(request, session_id):
-    return (
-        Session.objects.select_related("agent").filter(organization=request.organization, session_id=session_id).first()
-    )
-
-
 @json_methods("GET")
 @key_or_staff_required
 def session_detail_json(request, session_id):
     """GET /api/sessions/<session_id>/: the session and everything derived from its messages."""
-    session = _get_session(request, session_id)
+    session = Session.objects.find(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
     return JsonResponse(session_detail(session))
@@ -74,11 +69,7 @@ def _ndjson_lines(session_pk: int):
             return
         lines = []
         for seq, direction, received_at, message, valid, error in rows:
-            try:
-                parsed = json.loads(message)
-            except ValueError:
-                parsed = message  # not JSON: the raw text as received
-            line = {"seq": seq, "direction": direction, "received_at": received_at, "message": parsed}
+            line = {"seq": seq, "direction": direction, "received_at": received_at, "message": stored_message(message)}
             if not valid:
                 line["valid"], line["error"] = False, error
             lines.append(json.dumps(line, separators=(",", ":")) + "\n")
@@ -90,7 +81,7 @@ def _ndjson_lines(session_pk: int):
 @key_or_staff_required
 def session_events_ndjson(request, session_id):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
-    session = _get_session(request, session_id)
+    session = Session.objects.find(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
     response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
