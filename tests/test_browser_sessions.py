@@ -123,9 +123,13 @@ def test_a_live_session_in_the_browser(page, demo_server):
 
     # After the server restarts, the page resumes from its last seq, without gaps or duplicates.
     before = page.evaluate("() => window.rtviSession.view.lastSeq")
+    # The page may reconnect before the test looks, so it records that it said "disconnected".
+    page.evaluate("""() => new MutationObserver(() => {
+        if (document.getElementById('conn').classList.contains('down')) window.sawDisconnected = true;
+    }).observe(document.getElementById('conn'), {attributes: true, childList: true})""")
     bot.socket.close()
     server.restart()
-    page.wait_for_selector("#conn.down")
+    page.wait_for_function("() => window.sawDisconnected === true")
     bot.connect()
     for i in range(5):
         bot.send("bot-llm-text", {"text": f" after{i}"})
