@@ -3,24 +3,34 @@
 The upstream is Pipecat Cloud's `GET /v1/agents` or the dashboard's own
 built-in copy of it (dashboard/v1.py); both speak the same contract. Every
 call goes through `fetch_agents`, which turns every way the call can fail into
-one `AgentsAPIError` whose message tells an operator what to do. Pages call
-`get_agents`, which serves from Django's cache, makes one upstream call per
-TTL however many requests arrive at once, and falls back to the last good list
-when the upstream fails.
+one `AgentsAPIError` whose message tells an operator what to do, and has an
+overall deadline (AGENTS_DEADLINE) however slowly the upstream answers. Pages
+call `get_agents`, which serves from Django's cache, makes one upstream call per
+TTL however many requests arrive at once, falls back to the last good list when
+the upstream fails, and never keeps a page waiting on the upstream for more
+than AGENTS_PAGE_WAIT: a slow fetch finishes in the background and fills the
+cache for the next load.
 
 The functions are async: views run on the ASGI server's event loop, and the
 built-in API may be served by the very process that calls it.
 """
 
 import asyncio
+import contextvars
+import functools
+import logging
+import math
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
 
 
 class AgentsAPIError(Exception):
@@ -189,7 +199,9 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
 
     Raises AgentsAPIError for every failure: bad key, wrong URL, upstream
     error, timeout, refused connection, a body that is not JSON or not the
-    agents shape.
+    agents shape. The whole call, retries and body read included, ends by
+    AGENTS_DEADLINE: httpx's read timeout is per read, so an upstream that
+    trickles a byte every few seconds would otherwise never time out.
     """
     if not api_key:
         raise AgentsAPIError(
@@ -197,6 +209,34 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
         )
     url = f"{base_url.rstrip('/')}/agents"
     params = {"includeActiveDeployment": "true"} if include_deployment else {}
+    deadline = settings.AGENTS_DEADLINE
+    try:
+        async with asyncio.timeout(deadline):
+            response = await _get(base_url, url, params, api_key)
+    except TimeoutError:
+        raise AgentsAPIError(
+            f"The agents API at {base_url} did not answer within {deadline:g} s (AGENTS_DEADLINE, retries "
+            "included). Check that it is up and not overloaded, or raise AGENTS_DEADLINE."
+        ) from None
+
+    if response.status_code != 200:
+        raise _status_error(response.status_code, url, response.headers.get("location", ""))
+    try:
+        body = response.json()
+    except ValueError:
+        kind = response.headers.get("content-type", "unknown content type")
+        raise AgentsAPIError(
+            f"The agents API at {url} answered with something that is not JSON ({kind}). "
+            "Check AGENTS_API_BASE_URL points at the API, not a web page."
+        ) from None
+    try:
+        return parse_agents(body)
+    except ShapeError as exc:
+        raise AgentsAPIError(f"The agents API answered in an unexpected shape: {exc}.") from None
+
+
+async def _get(base_url: str, url: str, params: dict, api_key: str) -> httpx.Response:
+    """The HTTP exchange of `fetch_agents`, with its retries; the body is read in full."""
     timeout = httpx.Timeout(
         connect=settings.AGENTS_CONNECT_TIMEOUT,
         read=settings.AGENTS_READ_TIMEOUT,
@@ -229,21 +269,7 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
                 if response.status_code < 500 or last_try:
                     break
             await asyncio.sleep(settings.AGENTS_RETRY_BACKOFF * 2**attempt)
-
-    if response.status_code != 200:
-        raise _status_error(response.status_code, url, response.headers.get("location", ""))
-    try:
-        body = response.json()
-    except ValueError:
-        kind = response.headers.get("content-type", "unknown content type")
-        raise AgentsAPIError(
-            f"The agents API at {url} answered with something that is not JSON ({kind}). "
-            "Check AGENTS_API_BASE_URL points at the API, not a web page."
-        ) from None
-    try:
-        return parse_agents(body)
-    except ShapeError as exc:
-        raise AgentsAPIError(f"The agents API answered in an unexpected shape: {exc}.") from None
+    return response
 
 
 # --- Caching ---------------------------------------------------------------
@@ -253,10 +279,15 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
 LAST_GOOD_TTL = 7 * 24 * 3600
 POLL_INTERVAL = 0.05
 
+# The fetch under way in this process, per list, so that every request waits
+# on the same one (the cache lock does the same across processes). It is also
+# the reference asyncio needs to keep a task that no request awaits any more.
+_refreshes: dict[str, asyncio.Task] = {}
+
 
 def _keys(organization_id: str, include_deployment: bool) -> dict[str, str]:
     base = f"agents:{organization_id}:{int(include_deployment)}"
-    return {"fresh": f"{base}:fresh", "last": f"{base}:last", "lock": f"{base}:lock", "error": f"{base}:error"}
+    return {"fresh": f"{base}:fresh", "last": f"{base}:last", "lock": f"{base}:lock", "failure": f"{base}:failure"}
 
 
 def _to_entry(agents: list[Agent], fetched_at: float) -> dict:
@@ -271,60 +302,131 @@ def _from_entry(entry: dict, **kwargs) -> AgentList:
     return AgentList(agents=agents, fetched_at=entry["fetched_at"], **kwargs)
 
 
-async def _fetch_and_store(organization, keys: dict[str, str], include_deployment: bool) -> AgentList:
-    base_url, api_key = organization.agents_api
-    try:
-        agents = await fetch_agents(base_url, api_key, include_deployment)
-    except AgentsAPIError as exc:
-        # Waiters see the error too, instead of each calling the upstream.
-        await cache.aset(keys["error"], str(exc), timeout=settings.AGENTS_CACHE_TTL)
-        return await _fallback(keys, include_deployment, str(exc))
-    entry = _to_entry(agents, time.time())
-    await cache.aset(keys["fresh"], entry, timeout=settings.AGENTS_CACHE_TTL)
-    await cache.aset(keys["last"], entry, timeout=LAST_GOOD_TTL)
-    await cache.adelete(keys["error"])
-    return _from_entry(entry, include_deployment=include_deployment)
-
-
-async def _fallback(keys: dict[str, str], include_deployment: bool, error: str) -> AgentList:
-    last = await cache.aget(keys["last"])
-    if last is None:
+def _last_good(entry: dict | None, error: str, include_deployment: bool) -> AgentList:
+    """The last good list, or an empty one if there never was one, with what went wrong since."""
+    if entry is None:
         return AgentList(agents=[], fetched_at=None, error=error, include_deployment=include_deployment)
-    return _from_entry(last, error=error, from_cache=True, include_deployment=include_deployment)
+    return _from_entry(entry, error=error, from_cache=True, include_deployment=include_deployment)
 
 
-async def get_agents(organization, include_deployment: bool = False, refresh: bool = False) -> AgentList:
-    """The organization's agents: cached for AGENTS_CACHE_TTL, never raising.
+async def _in_thread(method, *args, **kwargs):
+    """Call a (thread-safe) cache method on a worker thread, for the background fetch.
 
-    One caller at a time fetches (a `cache.add` lock, which is atomic on every
-    backend, Redis included, so this holds across server processes); the
-    others wait for its result. On failure the last good list is returned with
-    the error and its fetch time. `refresh` skips the fresh cache.
+    Not `cache.a*`, which queue on the thread-sensitive executor: under a sync
+    middleware that thread may be the very one waiting for this fetch, and
+    every page wait would then run out.
     """
-    keys = _keys(str(organization.pk), include_deployment)
-    if not refresh:
-        found = await cache.aget_many([keys["fresh"], keys["error"]])
+    return await sync_to_async(method, thread_sensitive=False)(*args, **kwargs)
+
+
+async def _refresh(organization, keys: dict[str, str], include_deployment: bool) -> AgentList:
+    """Fetch and store the list; if another process is fetching it, wait for what that one stores."""
+    # The lock outlives any fetch (AGENTS_DEADLINE bounds it) but not a
+    # process that died holding it. Whole seconds: Redis truncates the rest.
+    lock_timeout = math.ceil(settings.AGENTS_DEADLINE) + 1
+    if not await _in_thread(cache.add, keys["lock"], 1, timeout=lock_timeout):
+        stop = time.monotonic() + lock_timeout
+        # Polling, not an asyncio.Event: the fetcher is another process.
+        while time.monotonic() < stop and await _in_thread(cache.get, keys["lock"]) is not None:  # noqa: ASYNC110
+            await asyncio.sleep(POLL_INTERVAL)
+        found = await _in_thread(cache.get_many, [keys["fresh"], keys["last"], keys["failure"]])
+        failure = found.get(keys["failure"])
         if keys["fresh"] in found:
-            # A failed refresh leaves the cached list in place, but says so.
-            error = found.get(keys["error"], "")
+            error = failure["error"] if failure else ""
             return _from_entry(
                 found[keys["fresh"]], error=error, from_cache=True, include_deployment=include_deployment
             )
+        error = failure["error"] if failure else "The agents API is still being asked; try again shortly."
+        return _last_good(found.get(keys["last"]), error, include_deployment)
 
-    lock_timeout = (settings.AGENTS_CONNECT_TIMEOUT + settings.AGENTS_READ_TIMEOUT) * (1 + settings.AGENTS_RETRIES)
-    if await cache.aadd(keys["lock"], 1, timeout=max(int(lock_timeout), 1)):
+    try:
+        base_url, api_key = organization.agents_api
         try:
-            return await _fetch_and_store(organization, keys, include_deployment)
-        finally:
-            await cache.adelete(keys["lock"])
+            agents = await fetch_agents(base_url, api_key, include_deployment)
+        except AgentsAPIError as exc:
+            # Kept until a fetch succeeds, so the last good list is shown with
+            # it; its time starts the back-off (AGENTS_FAILURE_BACKOFF).
+            failure = {"error": str(exc), "at": time.time()}
+            await _in_thread(cache.set, keys["failure"], failure, timeout=LAST_GOOD_TTL)
+            return _last_good(await _in_thread(cache.get, keys["last"]), str(exc), include_deployment)
+        entry = _to_entry(agents, time.time())
+        await _in_thread(cache.set, keys["fresh"], entry, timeout=settings.AGENTS_CACHE_TTL)
+        await _in_thread(cache.set, keys["last"], entry, timeout=LAST_GOOD_TTL)
+        await _in_thread(cache.delete, keys["failure"])
+        return _from_entry(entry, include_deployment=include_deployment)
+    finally:
+        await _in_thread(cache.delete, keys["lock"])
 
-    # Someone else is fetching: wait for the lock to go, then use what it left.
-    deadline = time.monotonic() + lock_timeout
-    # Polling, not an asyncio.Event: the fetcher may be another process.
-    while time.monotonic() < deadline and await cache.aget(keys["lock"]) is not None:  # noqa: ASYNC110
-        await asyncio.sleep(POLL_INTERVAL)
-    entry = await cache.aget(keys["fresh"])
-    if entry is not None:
-        return _from_entry(entry, from_cache=True, include_deployment=include_deployment)
-    error = await cache.aget(keys["error"]) or "The agents API is still being asked; try again shortly."
-    return await _fallback(keys, include_deployment, error)
+
+def _start_refresh(organization, keys: dict[str, str], include_deployment: bool) -> asyncio.Task:
+    """The fetch of this list under way in this process; one is started if there is none."""
+    loop = asyncio.get_running_loop()
+    task = _refreshes.get(keys["lock"])
+    # A task of another event loop cannot be awaited here: under WSGI each
+    # request runs its own loop (and cancels what it leaves when it ends).
+    if task is None or task.done() or task.get_loop() is not loop:
+        # An empty context: the task outlives the request and must carry none
+        # of its state (asgiref, for one, refuses thread-sensitive calls in
+        # the context of a request that has ended).
+        task = loop.create_task(_refresh(organization, keys, include_deployment), context=contextvars.Context())
+        _refreshes[keys["lock"]] = task
+        task.add_done_callback(functools.partial(_forget, keys["lock"]))
+    return task
+
+
+def _forget(key: str, task: asyncio.Task) -> None:
+    if _refreshes.get(key) is task:
+        del _refreshes[key]
+    # A background fetch may have no request left to raise to: log it.
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("Refreshing the agent list failed", exc_info=task.exception())
+
+
+async def get_agents(organization, include_deployment: bool = False, refresh: bool = False) -> AgentList:
+    """The organization's agents: cached, never raising, and never slow however slow the upstream.
+
+    - A list fetched less than AGENTS_CACHE_TTL ago is served as is (with the
+      failure of any refresh since).
+    - For AGENTS_FAILURE_BACKOFF after a failed fetch, loads do not ask the
+      upstream again: they get the last good list (or none) and the failure.
+      A hung upstream then costs one background fetch per back-off instead of
+      one wait per page load.
+    - An older list is served at once while one fetch in the background
+      replaces it (stale-while-revalidate).
+    - With no list at all, or with `refresh` (which skips the fresh list and
+      the back-off), the page waits for the fetch, at most AGENTS_PAGE_WAIT;
+      past that it gets the last good list (or none) and a note that the
+      upstream is slow, and the fetch goes on to fill the cache.
+
+    One fetch at a time per list: the requests of a process all wait on the
+    same task, and a `cache.add` lock (atomic on every backend, Redis
+    included) makes other processes wait for its result instead of asking.
+    The background fetch needs the long-lived event loop of an ASGI server;
+    under WSGI it ends with the request.
+    """
+    keys = _keys(str(organization.pk), include_deployment)
+    found = await cache.aget_many([keys["fresh"], keys["last"], keys["failure"]])
+    last, failure = found.get(keys["last"]), found.get(keys["failure"])
+    error = failure["error"] if failure else ""
+    if not refresh:
+        if keys["fresh"] in found:
+            return _from_entry(
+                found[keys["fresh"]], error=error, from_cache=True, include_deployment=include_deployment
+            )
+        if failure and time.time() - failure["at"] < settings.AGENTS_FAILURE_BACKOFF:
+            return _last_good(last, error, include_deployment)
+        if last is not None:
+            _start_refresh(organization, keys, include_deployment)
+            return _last_good(last, error, include_deployment)
+
+    task = _start_refresh(organization, keys, include_deployment)
+    try:
+        async with asyncio.timeout(settings.AGENTS_PAGE_WAIT):
+            # Shielded: when the page stops waiting, the fetch goes on.
+            return await asyncio.shield(task)
+    except TimeoutError:
+        slow = (
+            f"The agents API has not answered within {settings.AGENTS_PAGE_WAIT:g} s. It is still being asked: "
+            "reload in a few seconds to see what it answers."
+        )
+        return _last_good(last, slow, include_deployment)

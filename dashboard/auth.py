@@ -5,9 +5,9 @@ from inspect import iscoroutinefunction
 
 from asgiref.sync import sync_to_async
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from dashboard.http import StrictJsonResponse
 from dashboard.models import ApiKey, Organization
 
 
@@ -18,9 +18,9 @@ def bearer_token(request_or_headers) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def json_error(message: str, status: int) -> JsonResponse:
+def json_error(message: str, status: int) -> StrictJsonResponse:
     """The error body Pipecat Cloud uses: {"error": ..., "code": "<status>"}."""
-    return JsonResponse({"error": message, "code": str(status)}, status=status)
+    return StrictJsonResponse({"error": message, "code": str(status)}, status=status)
 
 
 def json_methods(*methods: str):

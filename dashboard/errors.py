@@ -2,7 +2,7 @@
 
 import logging
 
-from django.views import defaults
+from django.views import csrf, defaults
 
 from dashboard.auth import json_error
 
@@ -45,3 +45,10 @@ def server_error(request):
     if _is_machine(request):
         return json_error("Internal error; it has been logged.", 500)
     return defaults.server_error(request)
+
+
+def csrf_failure(request, reason=""):
+    """CSRF_FAILURE_VIEW: on machine paths a JSON 403 with Django's reason, elsewhere Django's own page."""
+    if _is_machine(request):
+        return json_error(f"CSRF verification failed: {reason}", 403)
+    return csrf.csrf_failure(request, reason)

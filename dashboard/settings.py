@@ -58,6 +58,10 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]" if DEBUG el
 # CSRF_TRUSTED_ORIGINS: comma-separated origins (scheme://host) for HTTPS
 # deployments behind a proxy; empty by default.
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+# A failed CSRF check under /v1/ or /api/ answers JSON ({"error": ...}, 403)
+# saying what was missing, like every other answer there; elsewhere it is
+# Django's own page.
+CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",
@@ -201,7 +205,8 @@ AGENTS_API_BASE_URL = os.getenv(
 # AGENTS_API_KEY: private key sent as a bearer token. An organization's own
 # key (set in the admin, or by seed_demo) takes precedence.
 AGENTS_API_KEY = os.getenv("AGENTS_API_KEY", "")
-# AGENTS_CACHE_TTL: seconds a fetched agent list is served from the cache.
+# AGENTS_CACHE_TTL: seconds a fetched agent list is served from the cache as
+# is; an older one is still served while a background fetch replaces it.
 AGENTS_CACHE_TTL = envint("AGENTS_CACHE_TTL", "60")
 # AGENTS_CONNECT_TIMEOUT / AGENTS_READ_TIMEOUT: seconds for each HTTP call.
 AGENTS_CONNECT_TIMEOUT = envfloat("AGENTS_CONNECT_TIMEOUT", "3")
@@ -210,6 +215,17 @@ AGENTS_READ_TIMEOUT = envfloat("AGENTS_READ_TIMEOUT", "10")
 # exponential backoff starting at AGENTS_RETRY_BACKOFF seconds.
 AGENTS_RETRIES = envint("AGENTS_RETRIES", "2")
 AGENTS_RETRY_BACKOFF = envfloat("AGENTS_RETRY_BACKOFF", "0.25")
+# AGENTS_DEADLINE: seconds one fetch may take in all, retries and the whole
+# body included (the read timeout is per read: a trickling upstream beats it).
+AGENTS_DEADLINE = envfloat("AGENTS_DEADLINE", "8")
+# AGENTS_PAGE_WAIT: seconds a page waits for the upstream; past that it shows
+# the last good list (or says the list is coming) and the fetch goes on in the
+# background to fill the cache.
+AGENTS_PAGE_WAIT = envfloat("AGENTS_PAGE_WAIT", "2")
+# AGENTS_FAILURE_BACKOFF: seconds after a failed fetch during which loads do
+# not ask the upstream again and show the last good list with the failure
+# (the Refresh button still asks).
+AGENTS_FAILURE_BACKOFF = envfloat("AGENTS_FAILURE_BACKOFF", "15")
 
 LOGGING = {
     "version": 1,
@@ -220,7 +236,8 @@ LOGGING = {
 }
 
 # --- Live sessions (rtvi_monitor/) -----------------------------------------
-# INGEST_MAX_FRAME_BYTES: a bot frame larger than this closes its socket (1009).
+# INGEST_MAX_FRAME_BYTES: a bot frame larger than this (in UTF-8 bytes) closes
+# its socket with 4009 after an {"error", "fatal"} frame.
 INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(256 * 1024))
 # INGEST_RATE_LIMIT: RTVI messages per second one bot connection may sustain;
 # bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
@@ -233,9 +250,16 @@ INGEST_FLUSH_ROWS = envint("INGEST_FLUSH_ROWS", "1000")
 # INGEST_MAX_PENDING: rows waiting for the database before bots are told to
 # back off (their messages stay unacknowledged and are resent).
 INGEST_MAX_PENDING = envint("INGEST_MAX_PENDING", "50000")
-# SESSION_END_GRACE: seconds after a bot disconnects before its session ends,
-# unless it reconnects.
+# INGEST_MAX_CONNECTIONS_PER_TOKEN: bot connections one ingest token may hold
+# open on one server process; one more is refused (4429).
+INGEST_MAX_CONNECTIONS_PER_TOKEN = envint("INGEST_MAX_CONNECTIONS_PER_TOKEN", "1000")
+# SESSION_END_GRACE: seconds a bot may be away (disconnected) and come back to
+# the same session. When it does not, the session ends at the time it left.
 SESSION_END_GRACE = envfloat("SESSION_END_GRACE", "30")
+# SESSION_SWEEP_INTERVAL: seconds between each process's heartbeat and sweep,
+# which ends sessions whose bot has been away past the grace, including those
+# of a server process that died (rtvi_monitor/lifecycle.py).
+SESSION_SWEEP_INTERVAL = envfloat("SESSION_SWEEP_INTERVAL", "10")
 # SESSION_SUMMARY_INTERVAL: seconds between updates of a live session's row
 # (counts, latency, transcript search text) and of the live session list.
 SESSION_SUMMARY_INTERVAL = envfloat("SESSION_SUMMARY_INTERVAL", "1")

@@ -6,9 +6,8 @@ agents service at this endpoint; it answers exactly as Pipecat Cloud does.
 
 from datetime import UTC, datetime
 
-from django.http import JsonResponse
-
 from dashboard.auth import bearer_token, json_error, json_methods
+from dashboard.http import StrictJsonResponse
 from dashboard.models import Agent, ApiKey, Deployment
 
 BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
@@ -79,4 +78,4 @@ def agents(request):
     queryset = Agent.objects.filter(organization=key.organization).order_by("created_at", "id")
     if include:
         queryset = queryset.select_related("active_deployment")
-    return JsonResponse({"services": [agent_record(a, include) for a in queryset]})
+    return StrictJsonResponse({"services": [agent_record(a, include) for a in queryset]})

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
 from dashboard.auth import aorganization_of, json_error, json_methods, key_or_staff_required, staff_required
+from dashboard.http import StrictJsonResponse
 from dashboard.v1 import bool_param
 from rtvi_monitor.sessions import agent_stats, overview
 
@@ -146,7 +147,7 @@ async def agents_json(request):
     except ValueError as exc:
         return json_error(str(exc), 400)
     listing = await agents_service.get_agents(request.organization, include, refresh=refresh)
-    return JsonResponse(
+    return StrictJsonResponse(
         {
             "agents": [_agent_json(a) for a in listing.agents],
             "fetchedAt": listing.fetched_datetime.isoformat() if listing.fetched_at else None,

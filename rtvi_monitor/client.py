@@ -11,7 +11,12 @@ dashboard acknowledges that it is stored. On a lost connection the client
 reconnects with jittered backoff and resends whatever was not acknowledged;
 the dashboard stores each (session, seq) once, so nothing is lost or doubled.
 When the buffer is full the oldest messages are dropped (and counted): a bot
-must never slow down or fail because its monitor is away.
+must never slow down or fail because its monitor is away. A message that can
+never be stored (not JSON-serializable, or bigger than a frame may be) is
+dropped at once with the reason in the log and `stats`, never retried.
+
+When the dashboard says it cannot store right now ({"retry": true}), the
+client resends what is unacknowledged after a back-off.
 """
 
 import asyncio
@@ -27,6 +32,8 @@ import websockets
 logger = logging.getLogger("rtvi_monitor.client")
 
 FATAL_CLOSE_CODES = {4400, 4401, 4403}
+CLOSE_TOO_BIG = 4009
+MAX_FRAME_BYTES = 256 * 1024  # the dashboard's INGEST_MAX_FRAME_BYTES default
 
 
 class DashboardClient:
@@ -40,6 +47,7 @@ class DashboardClient:
         max_buffer: int = 10_000,
         batch_interval: float = 0.05,
         max_batch: int = 200,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ):
         base = url.rstrip("/")
         self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/" + (f"?agent={quote(agent_id)}" if agent_id else "")
@@ -48,6 +56,7 @@ class DashboardClient:
         self.max_buffer = max_buffer
         self.batch_interval = batch_interval
         self.max_batch = max_batch
+        self.max_frame_bytes = max_frame_bytes
         self._seq = 0
         self._unacked: OrderedDict[int, str] = OrderedDict()  # seq -> frame text, oldest first
         self._unsent: list[int] = []  # seqs not yet written on the current connection
@@ -55,8 +64,19 @@ class DashboardClient:
         self._idle: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
-        self.stats = {"sent": 0, "acked": 0, "errors": 0, "dropped": 0, "reconnects": 0, "connected": False}
+        self.stats = {
+            "sent": 0,
+            "acked": 0,
+            "errors": 0,
+            "dropped": 0,
+            "too_big": 0,
+            "unserializable": 0,
+            "retries": 0,
+            "reconnects": 0,
+            "connected": False,
+        }
         self.last_error = ""
+        self._resend_at: float | None = None
 
     # --- the bot's side: cheap and synchronous ---------------------------------
 
@@ -67,14 +87,35 @@ class DashboardClient:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"rtvi-dashboard-{self.session_id}")
 
     def send(self, message: dict, direction: str = "to-client") -> int | None:
-        """Queue one RTVI message; returns its seq. Never blocks, never raises."""
+        """Queue one RTVI message; returns its seq, or None when it was dropped. Never blocks, never raises."""
         try:
-            self._seq += 1
-            seq = self._seq
-            frame = json.dumps({"seq": seq, "direction": direction, "sent_at": time.time(), "message": message})
-        except (TypeError, ValueError) as exc:
-            logger.warning("RTVI message not sent to the dashboard: not JSON-serializable (%s)", exc)
+            return self._queue(message, direction)
+        except Exception as exc:  # whatever the bot hands us, the bot goes on
+            self.stats["unserializable"] += 1
+            self.last_error = f"RTVI message dropped: {type(exc).__name__}"
+            logger.warning("RTVI message not sent to the dashboard: %s", self.last_error)
             return None
+
+    def _queue(self, message: dict, direction: str) -> int | None:
+        try:
+            frame = json.dumps(
+                {"seq": self._seq + 1, "direction": direction, "sent_at": time.time(), "message": message},
+                allow_nan=False,
+            )
+        except (TypeError, ValueError, RecursionError) as exc:
+            self.stats["unserializable"] += 1
+            self.last_error = f"RTVI message dropped: not JSON ({type(exc).__name__}: {str(exc)[:100]})"
+            logger.warning("%s", self.last_error)
+            return None
+        if len(frame.encode()) > self.max_frame_bytes:
+            self.stats["too_big"] += 1
+            self.last_error = (
+                f"RTVI message dropped: {len(frame)} bytes, over the {self.max_frame_bytes}-byte frame limit"
+            )
+            logger.warning("%s", self.last_error)
+            return None
+        self._seq += 1
+        seq = self._seq
         if len(self._unacked) >= self.max_buffer:
             self._unacked.popitem(last=False)
             self.stats["dropped"] += 1
@@ -133,6 +174,10 @@ class DashboardClient:
             except Exception as exc:  # any failure: the bot must not notice
                 self.last_error = str(exc) or type(exc).__name__
                 code = getattr(getattr(exc, "rcvd", None), "code", None)
+                if code == CLOSE_TOO_BIG:
+                    # The dashboard's limit is lower than ours: send smaller batches from now on.
+                    self.max_frame_bytes = max(16 * 1024, self.max_frame_bytes // 2)
+                    self._drop_too_big()
                 if code in FATAL_CLOSE_CODES:
                     logger.error("The dashboard refused this bot (%s): %s", code, self.last_error)
                     delay = max(delay, 30.0)
@@ -143,21 +188,50 @@ class DashboardClient:
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 10.0)
 
+    def _drop_too_big(self) -> None:
+        for seq, frame in list(self._unacked.items()):
+            if len(frame.encode()) > self.max_frame_bytes:
+                del self._unacked[seq]
+                self.stats["too_big"] += 1
+                logger.warning("RTVI message %d dropped: over the dashboard's frame limit", seq)
+
     async def _write(self, socket, reader: asyncio.Task) -> None:
         while not reader.done():
+            if self._resend_at is not None and time.monotonic() >= self._resend_at:
+                # The dashboard could not store for a while: everything unacknowledged goes again.
+                self._resend_at = None
+                self._unsent = list(self._unacked)
             if not self._unsent:
                 self._wake.clear()
                 wait = asyncio.create_task(self._wake.wait())
-                await asyncio.wait({wait, reader}, return_when=asyncio.FIRST_COMPLETED)
+                timeout = None if self._resend_at is None else max(0.0, self._resend_at - time.monotonic())
+                await asyncio.wait({wait, reader}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 wait.cancel()
                 continue
             await asyncio.sleep(self.batch_interval)  # let a few messages gather into one frame
-            batch, self._unsent = self._unsent[: self.max_batch], self._unsent[self.max_batch :]
-            frames = [self._unacked[seq] for seq in batch if seq in self._unacked]
+            frames = self._next_frames()
             if frames:
                 await socket.send(frames[0] if len(frames) == 1 else '{"batch": [' + ",".join(frames) + "]}")
                 self.stats["sent"] += len(frames)
         reader.result()  # re-raise why the connection ended
+
+    def _next_frames(self) -> list[str]:
+        """The next frames to send together: at most max_batch, and within the frame limit in bytes."""
+        frames, size, taken = [], 16, 0
+        for seq in self._unsent:
+            if len(frames) >= self.max_batch:
+                break
+            frame = self._unacked.get(seq)
+            taken += 1
+            if frame is None:
+                continue
+            if frames and size + len(frame) + 1 > self.max_frame_bytes:
+                taken -= 1
+                break
+            frames.append(frame)
+            size += len(frame) + 1
+        del self._unsent[:taken]
+        return frames
 
     async def _read(self, socket) -> None:
         async for raw in socket:
@@ -176,6 +250,10 @@ class DashboardClient:
                 if reply.get("seq") is not None:
                     # Recorded as invalid: final, do not resend.
                     self._unacked.pop(reply["seq"], None)
+                elif reply.get("retry"):
+                    self.stats["retries"] += 1
+                    self._resend_at = time.monotonic() + min(5.0, 0.5 * 2 ** min(self.stats["retries"], 3))
+                    self._wake.set()
                 elif reply.get("fatal"):
                     logger.error("The dashboard refused this bot: %s", reply["error"])
                 else:

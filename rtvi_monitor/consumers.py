@@ -20,20 +20,27 @@ from django.utils import timezone
 
 from dashboard.auth import bearer_token, organization_of
 from dashboard.models import Agent
-from rtvi_monitor import live
+from rtvi_monitor import lifecycle, live, protocol
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
+
+SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 
 logger = logging.getLogger(__name__)
 
 # Close codes. daphne drops close reasons, so a bot is told why in an
-# {"error": ..., "fatal": true} frame first.
+# {"error": ..., "fatal": true} frame first. A server may send only 1000 and
+# 3000-4999 (autobahn refuses 1009 from a server), hence 4009 for "too big".
 CLOSE_BAD_TOKEN = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_BAD_REQUEST = 4400
-CLOSE_TOO_BIG = 1009
+CLOSE_TOO_BIG = 4009
 CLOSE_RATE = 4429
 CLOSE_STALLED = 4008
+
+# A frame to a browser longer than this goes as parts (daphne refuses to send
+# more than 1 MiB at once; a part's text may double when escaped).
+FRAME_PART = 256 * 1024
 
 
 class LeanDispatchMixin:
@@ -75,10 +82,11 @@ class TokenBucket:
 
 @database_sync_to_async
 def open_ingest(token: str, session_id: str, agent_id: str | None):
-    """Check the token and open (or reopen) the session.
+    """Check the token and open (or reopen) the session, held by this process.
 
-    Returns (session, started, warning), or an error string. `started` is
-    true for a new session and for one reopened after it had ended.
+    Returns (credential_pk, session, event, warning), or an error string.
+    `event` is "started" for a new session and one reopened after it had
+    ended, "back" when its bot returns within the grace, else "".
     """
     credential = IngestToken.objects.find(token)
     if credential is None:
@@ -89,19 +97,25 @@ def open_ingest(token: str, session_id: str, agent_id: str | None):
     if agent_id:
         agent = Agent.objects.filter(organization=organization, pk=agent_id).first() if _is_uuid(agent_id) else None
         if agent is None:
-            warning = f"agent {agent_id!r} is not an agent of your organization; the session is recorded without one"
+            warning = (
+                f"agent {agent_id[:100]!r} is not an agent of your organization; the session is recorded without one"
+            )
     session, created = Session.objects.get_or_create(
         organization=organization, session_id=session_id, defaults={"agent": agent}
     )
-    updates = {"ingest_epoch": F("ingest_epoch") + 1}
+    updates = {"ingest_epoch": F("ingest_epoch") + 1, "holder": lifecycle.SERVER_ID, "bot_left_at": None}
     if agent and session.agent_id != agent.pk:
         updates["agent"] = agent
     reopened = session.status == Session.Status.ENDED  # the bot came back after the grace period
+    back = not reopened and session.bot_left_at is not None
     if reopened:
-        updates.update(status=Session.Status.LIVE, ended_at=None, end_reason="", state=None)
+        updates.update(status=Session.Status.LIVE, ended_at=None, state=None)
+    if reopened or back:
+        updates["end_reason"] = ""
     Session.objects.filter(pk=session.pk).update(**updates)
     session = Session.objects.select_related("agent").get(pk=session.pk)
-    return session, created or reopened, warning
+    event = "started" if created or reopened else "back" if back else ""
+    return credential.pk, session, event, warning
 
 
 def _is_uuid(value: str) -> bool:
@@ -113,33 +127,39 @@ def _is_uuid(value: str) -> bool:
 
 
 class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
-    """A bot's stream. Every frame is recorded and answered; only auth, size and rate close it."""
+    """A bot's stream. Every frame is recorded and answered; only auth, size, rate and caps close it."""
 
     live_session: live.LiveSession | None = None
+    token_pk: int | None = None
 
     async def connect(self):
         await self.accept()
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
-            return await self.fail("session id: use 1-100 characters of A-Z a-z 0-9 _ . : -", CLOSE_BAD_REQUEST)
-        token = bearer_token(dict((k.decode().title(), v.decode()) for k, v in self.scope["headers"]))
+            return await self.fail(SESSION_ID_RULE, CLOSE_BAD_REQUEST)
+        token = bearer_token(dict((k.decode("latin-1").title(), v.decode("latin-1")) for k, v in self.scope["headers"]))
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)
         opened = await open_ingest(token, session_id, _query(self.scope).get("agent"))
         if isinstance(opened, str):
             return await self.fail(opened, CLOSE_BAD_TOKEN)
-        session, started, warning = opened
-        self.epoch = session.ingest_epoch
+        token_pk, session, event, warning = opened
+        held = live.registry.per_token.get(token_pk, 0)
+        if held >= settings.INGEST_MAX_CONNECTIONS_PER_TOKEN:
+            return await self.fail(
+                f"This ingest token has {held} bot connections open here, its limit "
+                f"(INGEST_MAX_CONNECTIONS_PER_TOKEN={settings.INGEST_MAX_CONNECTIONS_PER_TOKEN}).",
+                CLOSE_RATE,
+            )
+        self.token_pk = token_pk
+        live.registry.per_token[token_pk] = held + 1
         self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
         self.writer = live.get_writer()
         self.live_session = await live.registry.attach(session)
         if warning:
-            await self.send_json([{"error": warning, "seq": None}])
-        if started:
-            await self.channel_layer.group_send(
-                live.org_group(session.organization_id),
-                {"type": "session.list", "event": "started", "session": live.session_row(session)},
-            )
+            await self.reply([{"error": warning, "seq": None}])
+        if event:
+            await live.session_changed(session, event)
 
     async def fail(self, error: str, code: int):
         await self.send(text_data=json.dumps({"error": error, "fatal": True}))
@@ -148,54 +168,79 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if self.live_session is None:
             return
+        try:
+            await self.take(text_data if text_data is not None else bytes_data)
+        except Exception:
+            # Nothing a bot sends may take the socket (or the session) down.
+            logger.exception("An ingest frame of session %s could not be handled", self.live_session.session_id)
+            await self.reply([{"error": "The dashboard could not handle this frame; it has been logged.", "seq": None}])
+
+    async def take(self, data: str | bytes) -> None:
         received_at = time.time()
-        raw = text_data if text_data is not None else bytes_data.decode("utf-8", "replace")
-        if len(raw) > settings.INGEST_MAX_FRAME_BYTES:
+        size = len(data) if isinstance(data, bytes) else _utf8_length(data, settings.INGEST_MAX_FRAME_BYTES)
+        if size > settings.INGEST_MAX_FRAME_BYTES:
             return await self.fail(
-                f"Frame of {len(raw)} bytes is over the limit of {settings.INGEST_MAX_FRAME_BYTES}.", CLOSE_TOO_BIG
+                f"Frame of {size} bytes is over the limit of {settings.INGEST_MAX_FRAME_BYTES}.", CLOSE_TOO_BIG
             )
+        raw = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        try:
+            frame = protocol.parse(raw, wrapper_levels=2)  # a batch and a seq wrapper around the message
+        except protocol.NotJSON as exc:
+            frame = protocol.unparsed(raw, str(exc))  # recorded as received, answered with what is wrong
+        frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]
         if self.writer.backlog > settings.INGEST_MAX_PENDING:
             # Storage is behind (database down?): refuse rather than grow
             # without bound; the client keeps these unacknowledged and resends.
-            return await self.send_json(
-                [{"error": "The dashboard cannot store messages right now; resend later.", "seq": None, "retry": True}]
+            seqs = [f.get("seq") for f in frames if isinstance(f, dict) and isinstance(f.get("seq"), int)]
+            return await self.reply(
+                [
+                    {
+                        "error": "The dashboard cannot store messages right now; resend later.",
+                        "seq": None,
+                        "retry": True,
+                        "seqs": seqs,
+                    }
+                ]
             )
-        try:
-            frame = json.loads(raw)
-        except ValueError:
-            frame = raw  # recorded as received, answered with what is wrong
-        frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]
         if not self.bucket.take(len(frames)):
             return await self.fail(
                 f"Over the rate limit of {settings.INGEST_RATE_LIMIT:g} messages per second.", CLOSE_RATE
             )
-        immediate = []
+        immediate, answered = [], set()
         for item in frames:  # inside a batch each item is judged alone
             row, reply = self.live_session.accept(item, received_at, self)
             if row is not None:
                 self.writer.add(row)
-            if reply is not None:
+            if reply is not None and reply.get("ack") not in answered:  # one reply per seq per frame
+                answered.add(reply.get("ack"))
                 immediate.append(reply)
         if immediate:
-            await self.send_json(immediate)
+            await self.reply(immediate)
 
     async def reply(self, payloads: list[dict]) -> None:
-        await self.send_json(payloads)
-
-    async def send_json(self, payloads: list[dict]) -> None:
         # One frame per reply, as the protocol says.
         for payload in payloads:
             await self.send(text_data=json.dumps(payload))
 
     async def disconnect(self, code):
+        if self.token_pk is not None:
+            live.registry.per_token[self.token_pk] -= 1
         if self.live_session is not None:
             try:
                 await self.writer.flush()
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
                 logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
-            live.registry.detach(self.live_session, self.epoch)
+            if live.registry.detach(self.live_session):
+                await lifecycle.bot_left(self.live_session)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
+
+
+def _utf8_length(text: str, limit: int) -> int:
+    """The frame's size in bytes (its UTF-8 length); cheap when it cannot be over the limit."""
+    if len(text) * 4 <= limit or text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @database_sync_to_async
@@ -204,13 +249,14 @@ def _find_session(user, session_id: str):
 
 
 class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
-    """A browser watching one session: the state, then live events in seq order, never a gap.
+    """A browser watching one session: a snapshot of the derived state, then the reducer's patches.
 
-    The browser acknowledges what it has processed ({"ack": seq}). When it
-    falls more than BROWSER_MAX_LAG events behind, the server stops sending
-    and tells it to resync ({"type": "resync"}); the browser then asks for
-    what it missed with {"since": seq}. Server memory stays bounded whatever
-    the browser does.
+    Every stored batch comes as {"type": "batch", "from", "to", "changes",
+    "events"}; the page applies the changes when `from` is the version it
+    has, and otherwise asks for a new snapshot ({"snapshot": true}). The
+    browser acknowledges the version it has rendered ({"ack": version});
+    more than BROWSER_MAX_LAG messages behind, the server stops sending and
+    says {"type": "resync"}. Server memory stays bounded whatever the browser does.
     """
 
     session: Session | None = None
@@ -223,58 +269,46 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.session is None:
             return await self.close(CLOSE_NOT_FOUND)
         self.group = live.session_group(self.session.pk)
-        self.last_seq = 0  # highest seq sent to this browser
-        self.acked = 0
+        self.sent = self.acked = 0  # versions
         self.paused_since: float | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        since = _query(self.scope).get("since")
-        await self.send_snapshot(int(since) if since and since.isdigit() else None)
+        await self.send_snapshot()
 
     async def disconnect(self, code):
         if self.session is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def send_snapshot(self, since: int | None) -> None:
-        """The derived state plus recent events (or exactly those after `since`)."""
+    async def send_frame(self, text: str) -> None:
+        """One frame, in parts when it is too big for one WebSocket message."""
+        if len(text) <= FRAME_PART:
+            return await self.send(text_data=text)
+        for start in range(0, len(text), FRAME_PART):
+            end = start + FRAME_PART
+            await self.send(text_data=live.to_json({"type": "part", "data": text[start:end], "last": end >= len(text)}))
+
+    async def send_snapshot(self) -> None:
+        """The derived state, its list bases and the newest events, as of one moment."""
         pk = self.session.pk
+        here = live.registry.sessions.get(pk)
+        if here is not None:
+            snapshot = {"state": here.state.to_dict(), "bases": here.state.bases()}
+        else:
+            snapshot = await database_sync_to_async(_stored_snapshot)(pk)
+        upto = snapshot.pop("upto", None)
 
         def load():
-            if since is None:
-                events = live.load_events(pk, limit=settings.BROWSER_RECENT_EVENTS, newest=True)
-            else:
-                events = live.load_events(pk, after_seq=since)
-            session = Session.objects.select_related("agent").get(pk=pk)
-            return session, events
+            events = live.load_events(
+                pk, limit=settings.BROWSER_RECENT_EVENTS, newest=True, preview=True, upto_seq=upto
+            )
+            return Session.objects.select_related("agent").get(pk=pk), events
 
         session, events = await database_sync_to_async(load)()
-        state = await self.current_state(session)
-        # No event after `since` (or none at all) means the browser is up to date.
-        last_seq = events[-1]["seq"] if events else (since or 0)
-        self.last_seq = self.acked = last_seq
+        self.sent = self.acked = snapshot["state"].get("version", 0)
         self.paused_since = None
-        await self.send(
-            text_data=json.dumps(
-                {
-                    "type": "snapshot",
-                    "session": await database_sync_to_async(live.session_row)(session),
-                    "state": state,
-                    "events": events,
-                    "since": since,
-                    "last_seq": last_seq,
-                },
-                separators=(",", ":"),
-            )
+        await self.send_frame(
+            live.to_json({"type": "snapshot", "session": live.session_row(session), **snapshot, "events": events})
         )
-
-    async def current_state(self, session: Session) -> dict:
-        here = live.registry.sessions.get(session.pk)
-        if here is not None:
-            return here.state.to_dict()
-        if session.state is not None:
-            return session.state
-        events = await database_sync_to_async(live.load_events)(session.pk)
-        return live.replay(events).to_dict()
 
     async def receive(self, text_data=None, bytes_data=None):
         try:
@@ -283,39 +317,43 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return
         if not isinstance(request, dict):
             return
-        if isinstance(request.get("ack"), int):
-            self.acked = max(self.acked, request["ack"])
-        if isinstance(request.get("since"), int):
-            await self.send_snapshot(request["since"])
+        ack = request.get("ack")
+        if isinstance(ack, int) and not isinstance(ack, bool):
+            self.acked = max(self.acked, min(ack, self.sent))
+        if request.get("snapshot") is True:
+            await self.send_snapshot()
 
-    async def session_events(self, message):
-        """A stored batch of one session's events, from the writer of whichever process ingests it."""
+    async def session_batch(self, message):
+        """A stored batch of one session: the reducer's patch and the events, from whichever process ingests it."""
         if self.paused_since is not None:
             if time.monotonic() - self.paused_since > settings.BROWSER_STALL_TIMEOUT:
                 await self.close(CLOSE_STALLED)
             return
-        if message["last_seq"] <= self.last_seq:
-            return  # already had it (the snapshot overlapped the live stream)
-        if self.last_seq - self.acked > settings.BROWSER_MAX_LAG:
+        if message["to"] <= self.sent:
+            return  # the snapshot had it already
+        if self.sent - self.acked > settings.BROWSER_MAX_LAG:
             self.paused_since = time.monotonic()
-            await self.send(text_data=json.dumps({"type": "resync", "after_seq": self.acked}))
+            await self.send(text_data=json.dumps({"type": "resync"}))
             return
-        if message["first_seq"] > self.last_seq + 1 or message["first_seq"] <= self.last_seq:
-            # A gap (a dropped relay) or an overlap: send exactly what follows
-            # last_seq from the database, where every relayed event already is.
-            events = await database_sync_to_async(live.load_events)(self.session.pk, self.last_seq)
-            if events:
-                self.last_seq = events[-1]["seq"]
-                await self.send(text_data=json.dumps({"type": "events", "events": events}, separators=(",", ":")))
-            return
-        self.last_seq = message["last_seq"]
-        await self.send(text_data=message["text"])
+        self.sent = message["to"]
+        await self.send_frame(message["text"])
 
-    async def session_ended(self, message):
-        await self.send(text_data=json.dumps({"type": "ended", "session": message["session"]}))
+    async def session_changed(self, message):
+        kind = "ended" if message["event"] == "ended" else "session"
+        await self.send(text_data=live.to_json({"type": kind, "session": message["session"]}))
 
     async def session_list(self, message):
         pass  # list updates go to SessionListConsumer
+
+
+def _stored_snapshot(pk: int) -> dict:
+    """A snapshot of a session nobody ingests here: its frozen state, or a replay of what is stored."""
+    session = Session.objects.get(pk=pk)
+    if session.state is not None:
+        return {"state": session.state, "bases": {}}
+    events = live.load_events(pk)
+    state = live.replay(events)
+    return {"state": state.to_dict(), "bases": state.bases(), "upto": events[-1]["seq"] if events else 0}
 
 
 @database_sync_to_async
@@ -352,4 +390,4 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         pass
 
     async def session_list(self, message):
-        await self.send(text_data=json.dumps({"type": message["event"], "session": message["session"]}))
+        await self.send(text_data=live.to_json({"type": message["event"], "session": message["session"]}))

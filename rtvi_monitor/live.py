@@ -13,14 +13,16 @@ by the time a later sequence number reveals the gap.
 import asyncio
 import json
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from rtvi_monitor import protocol
@@ -69,6 +71,28 @@ class Replier(Protocol):
     async def reply(self, payloads: list[dict]) -> None: ...
 
 
+MAX_SEQ = 2**53 - 1  # the largest integer a browser's JSON keeps exactly
+EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
+SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
+BROWSER_PREVIEW = 4096  # characters of a message's JSON sent to browsers; the rest on request
+
+
+def storable(text: str) -> str:
+    """Text any database column takes: NUL and lone surrogates escaped, visibly."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\u0000")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def reply_text(text: str, limit: int = 300) -> str:
+    """A reply to a bot never repeats its input at length."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 @dataclass(slots=True)
 class Row:
     """One received message on its way to the database and the browsers."""
@@ -80,25 +104,30 @@ class Row:
     received_at: float
     sent_at: float | None
     message: Any  # the parsed message, or the raw text when it was not JSON
+    text: str  # what is stored: the message as JSON, or the raw text
     valid: bool
     error: str
     reply: dict | None  # what the bot is told once it is stored
     replier: Replier | None
+    refused: str = ""  # set when the database refused it even escaped: answered, not stored
 
     def as_event(self) -> dict:
+        """The row as browsers get it: long messages as a preview."""
+        message = self.message
+        if len(self.text) > BROWSER_PREVIEW:
+            message = {"truncated": True, "preview": self.text[:BROWSER_PREVIEW], "length": len(self.text)}
         return {
             "seq": self.seq,
             "direction": self.direction,
             "type": self.type,
             "received_at": self.received_at,
             "sent_at": self.sent_at,
-            "message": self.message,
+            "message": message,
             "valid": self.valid,
             "error": self.error,
         }
 
     def as_params(self) -> tuple:
-        text = self.message if isinstance(self.message, str) else json.dumps(self.message, separators=(",", ":"))
         return (
             self.live.pk,
             self.seq,
@@ -106,29 +135,49 @@ class Row:
             self.type,
             self.received_at,
             self.sent_at,
-            text,
+            self.text,
             self.valid,
             self.error,
         )
 
+    def as_state_event(self) -> StateEvent:
+        message = self.message if isinstance(self.message, dict) and self.valid else None
+        return StateEvent(
+            self.seq, self.direction, event_time(self.sent_at, self.received_at), message, self.valid, self.error
+        )
+
+    def quarantine(self, problem: str) -> None:
+        """The database refused the row as it was: keep it as an invalid record, escaped and cut."""
+        raw = self.text.encode("ascii", "backslashreplace").decode("ascii").replace("\x00", "\\u0000")
+        self.text = protocol.truncated(raw)
+        self.message = self.text
+        self.type = storable(self.type[: protocol.MAX_TYPE])
+        self.valid = False
+        self.error = reply_text(f"could not be stored as sent ({problem}); stored escaped and cut")
+        self.reply = {"error": self.error, "seq": self.seq}
+
 
 def stored_message(text: str) -> Any:
-    """A stored message back as JSON; the raw text as received when it was not JSON."""
+    """A stored message back as JSON; the raw text as received when it was not (strict, bounded) JSON."""
     try:
-        return json.loads(text)
-    except ValueError:
+        return protocol.parse(text)
+    except protocol.NotJSON:
         return text
 
 
-def event_from_db(event: Event) -> dict:
-    """An Event row in the shape browsers and the API receive."""
+def event_from_db(event: Event, preview: bool = False) -> dict:
+    """An Event row in the shape browsers and the API receive (long messages as a preview if asked)."""
+    if preview and len(event.message) > BROWSER_PREVIEW:
+        message = {"truncated": True, "preview": event.message[:BROWSER_PREVIEW], "length": len(event.message)}
+    else:
+        message = stored_message(event.message)
     return {
         "seq": event.seq,
         "direction": event.direction,
         "type": event.type,
         "received_at": event.received_at,
         "sent_at": event.sent_at,
-        "message": stored_message(event.message),
+        "message": message,
         "valid": event.valid,
         "error": event.error,
     }
@@ -144,23 +193,43 @@ def event_time(sent_at: float | None, received_at: float) -> float:
 
 
 def replay(events: list[dict]) -> SessionState:
+    """The state folded from stored events (event_from_db's shape), in seq order."""
     state = SessionState()
     for e in events:
-        message = e["message"] if isinstance(e["message"], dict) else None
+        message = e["message"] if isinstance(e["message"], dict) and e["valid"] else None
         at = event_time(e["sent_at"], e["received_at"])
         state.apply(StateEvent(e["seq"], e["direction"], at, message, e["valid"], e["error"]))
     return state
 
 
-def load_events(session_pk: int, after_seq: int = 0, limit: int | None = None, newest: bool = False) -> list[dict]:
+def load_events(
+    session_pk: int,
+    after_seq: int = 0,
+    limit: int | None = None,
+    newest: bool = False,
+    preview: bool = False,
+    upto_seq: int | None = None,
+) -> list[dict]:
     """Stored events of a session in seq order: after a seq, or the newest `limit`."""
     queryset = Event.objects.filter(session_id=session_pk, seq__gt=after_seq)
+    if upto_seq is not None:
+        queryset = queryset.filter(seq__lte=upto_seq)
     if newest and limit:
         rows = list(queryset.order_by("-seq")[:limit])
         rows.reverse()
     else:
         rows = list(queryset.order_by("seq")[:limit] if limit else queryset.order_by("seq"))
-    return [event_from_db(e) for e in rows]
+    return [event_from_db(e, preview) for e in rows]
+
+
+def _db_text(text: str) -> str:
+    return storable(text)
+
+
+def _db_json(value: Any) -> Any:
+    """A JSON value any database's JSON column takes (PostgreSQL's jsonb refuses NUL)."""
+    text = json.dumps(value)
+    return json.loads(text.replace("\\u0000", "\\\\u0000")) if "\\u0000" in text else value
 
 
 def session_fields(state: SessionState) -> dict:
@@ -170,9 +239,9 @@ def session_fields(state: SessionState) -> dict:
     summary = state.summary()
     latency = summary.get("latency") or {}
     return {
-        "protocol_version": summary.get("protocol_version") or "",
-        "client_about": state.client_about if isinstance(state.client_about, dict) else {},
-        "bot_about": state.bot_about if isinstance(state.bot_about, dict) else {},
+        "protocol_version": _db_text(summary.get("protocol_version") or "")[:32],
+        "client_about": _db_json(state.client_about) if isinstance(state.client_about, dict) else {},
+        "bot_about": _db_json(state.bot_about) if isinstance(state.bot_about, dict) else {},
         "event_count": summary["event_count"],
         "invalid_count": summary["invalid_count"],
         "unknown_count": summary["unknown_count"],
@@ -183,8 +252,8 @@ def session_fields(state: SessionState) -> dict:
         "latency_p95_ms": latency.get("p95"),
         "latency_max_ms": latency.get("max"),
         "fatal": summary["fatal"],
-        "transcript_text": "\n".join(
-            f"{item['role']}: {item['text']}" for item in state.transcript if item.get("final", True)
+        "transcript_text": _db_text(
+            "\n".join(f"{item['role']}: {item['text']}" for item in state.transcript if item.get("final", True))
         ),
     }
 
@@ -196,6 +265,9 @@ def session_row(session: Session) -> dict:
         "agent_id": str(session.agent_id) if session.agent_id else None,
         "agent_name": session.agent.name if session.agent_id and session.agent else None,
         "status": session.status,
+        "bot": session.bot_state,
+        "away_since": session.bot_left_at.isoformat() if session.bot_left_at and session.bot_state else None,
+        "end_reason": session.end_reason,
         "protocol_version": session.protocol_version,
         "started_at": session.started_at.isoformat(),
         "ended_at": session.ended_at.isoformat() if session.ended_at else None,
@@ -211,15 +283,23 @@ def session_row(session: Session) -> dict:
     }
 
 
+def _hash(text: str) -> int:
+    return hash(text)
+
+
 @dataclass(eq=False)
 class LiveSession:
-    """A session with a bot connected to this process: its state, and which seqs it has."""
+    """A session with a bot connected to this process: its state, and which seqs it has.
+
+    The state folds in only what is stored (Writer._after_store), so it, its
+    patches and the database always describe the same messages.
+    """
 
     pk: int
     organization_id: Any
     session_id: str
     state: SessionState
-    seen: set[int]
+    seen: dict[int, int]  # seq -> hash of what it holds, pending or stored
     max_seq: int = 0
     connections: int = 0
     last_summary_at: float = 0.0
@@ -238,83 +318,130 @@ class LiveSession:
         `frame` is the parsed JSON, or the raw text when it was not JSON;
         validation keeps the text of whatever is invalid.
 
-        Returns (row, immediate_reply). A duplicate of a stored seq gets an
-        immediate ack and no row; everything else is recorded.
+        Returns (row, immediate_reply). A resend of a stored seq with the same
+        content gets an immediate ack and no row; everything else is recorded:
+        a seq that holds other content is recorded under a new seq, as invalid.
         """
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
-            # Bare RTVI message, or something that is not even JSON.
-            checked = protocol.validate(frame)
-            seq = self.next_seq
-            direction = protocol.default_direction(checked.type)
-            return self._row(seq, direction, checked, received_at, None, None, replier), None
+            # Bare RTVI message, or something that is not even JSON: the next seq.
+            checked = protocol.check(frame)
+            return self._row(
+                self.next_seq, protocol.default_direction(checked.type), checked, received_at, None, None, replier
+            ), None
 
         seq = frame["seq"]
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            checked = protocol.validate(frame["message"])
-            error = f"seq: expected a positive integer, got {json.dumps(seq)}; recorded under seq {self.next_seq}"
-            return self._row(
+        checked = protocol.check(frame["message"])
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
+            error = (
+                f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; "
+                f"recorded under seq {self.next_seq}"
+            )
+            reply = {"error": error, "seq": None}
+            row = self._row(
                 self.next_seq,
                 protocol.default_direction(checked.type),
                 checked,
                 received_at,
                 None,
-                {"error": error, "seq": None},
+                reply,
                 replier,
-                extra_error=error,
-            ), None
-        if seq in self.seen:
-            if seq in self.waiting:
-                self.waiting[seq].append(replier)
-                return None, None
-            return None, {"ack": seq}
+                error,
+            )
+            return row, None
+        text = _text(checked)
+        held = self.seen.get(seq)
+        if held is not None:
+            if held == _hash(text):
+                if seq in self.waiting:
+                    if replier not in self.waiting[seq]:
+                        self.waiting[seq].append(replier)
+                    return None, None
+                return None, {"ack": seq}
+            new_seq = self.next_seq
+            error = f"seq {seq} already holds a different message; this one is recorded as invalid under seq {new_seq}"
+            row = self._row(
+                new_seq,
+                protocol.default_direction(checked.type),
+                checked,
+                received_at,
+                None,
+                {"error": error, "seq": seq},
+                replier,
+                error,
+            )
+            return row, None
 
-        message = frame["message"]
-        checked = protocol.validate(message)
         direction = frame.get("direction") or protocol.default_direction(checked.type)
         wrapper_error = ""
         if direction not in DIRECTIONS:
-            wrapper_error = f"direction: expected 'to-client' or 'from-client', got {json.dumps(direction)}"
+            wrapper_error = f"direction: expected 'to-client' or 'from-client', got {protocol.describe(direction)}"
             direction = protocol.default_direction(checked.type)
         sent_at = frame.get("sent_at")
-        if sent_at is not None and (not isinstance(sent_at, (int, float)) or isinstance(sent_at, bool)):
-            wrapper_error = wrapper_error or f"sent_at: expected epoch seconds, got {json.dumps(sent_at)}"
+        if sent_at is not None and not _plausible_time(sent_at, received_at):
+            wrapper_error = (
+                wrapper_error or f"sent_at: expected epoch seconds near now, got {protocol.describe(sent_at)}"
+            )
             sent_at = None
         if not checked.valid or wrapper_error:
-            reply = {"error": checked.error or wrapper_error, "seq": seq}
+            reply = {"error": reply_text(checked.error or wrapper_error), "seq": seq}
         elif not checked.known:
             reply = {"ack": seq, "warning": f"unknown RTVI type {checked.type!r}: stored, not interpreted"}
         else:
             reply = {"ack": seq}
-        return self._row(seq, direction, checked, received_at, sent_at, reply, replier, wrapper_error), None
+        return self._row(seq, direction, checked, received_at, sent_at, reply, replier, wrapper_error, text), None
 
-    def _row(self, seq, direction, checked, received_at, sent_at, reply, replier, extra_error="") -> Row:
+    def _row(self, seq, direction, checked, received_at, sent_at, reply, replier, extra_error="", text=None) -> Row:
         if reply is None and not checked.valid:
-            reply = {"error": checked.error, "seq": None}
-        self.seen.add(seq)
+            reply = {"error": reply_text(checked.error), "seq": None}
+        text = text if text is not None else _text(checked)
+        self.seen[seq] = _hash(text)
         self.max_seq = max(self.max_seq, seq)
         if reply is not None:
             self.waiting[seq] = [replier]
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
         message = checked.message if checked.message is not None else checked.raw
-        at = event_time(sent_at, received_at)
-        self.state.apply(StateEvent(seq, direction, at, checked.message, valid, error))
         self.summary_due = True
-        return Row(self, seq, direction, checked.type, received_at, sent_at, message, valid, error, reply, replier)
+        return Row(
+            self,
+            seq,
+            direction,
+            storable(checked.type),
+            received_at,
+            sent_at,
+            message,
+            text,
+            valid,
+            error,
+            reply,
+            replier,
+        )
+
+
+def _text(checked: protocol.Validated) -> str:
+    """What is stored of a message: its JSON, or the raw text (escaped) when it was not JSON."""
+    if checked.message is not None:
+        return json.dumps(checked.message, separators=(",", ":"))
+    return storable(checked.raw)
+
+
+def _plausible_time(value: Any, now: float) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and EARLIEST_SENT_AT <= value <= now + SENT_AT_AHEAD
+    )
 
 
 class Registry:
-    """The sessions with a bot connected to this process."""
+    """The sessions with a bot connected to this process, and bot connections per ingest token."""
 
     def __init__(self):
         self.sessions: dict[int, LiveSession] = {}
-        self.end_timers: dict[int, asyncio.Task] = {}
+        self.per_token: dict[int, int] = {}
 
     async def attach(self, session: Session) -> LiveSession:
-        timer = self.end_timers.pop(session.pk, None)
-        if timer:
-            timer.cancel()
         live = self.sessions.get(session.pk)
         if live is None:
             events = await in_db_thread(load_events, session.pk)
@@ -323,24 +450,24 @@ class Registry:
                 organization_id=session.organization_id,
                 session_id=session.session_id,
                 state=replay(events),
-                seen={e["seq"] for e in events},
+                seen={e["seq"]: _hash(_stored_text(e)) for e in events},
                 max_seq=events[-1]["seq"] if events else 0,
             )
+            live.state.take_changes()  # browsers get this state as a snapshot; patches start here
             self.sessions[session.pk] = live
         live.connections += 1
         live.ended = False
         return live
 
-    def detach(self, live: LiveSession, epoch: int) -> None:
+    def detach(self, live: LiveSession) -> bool:
+        """One bot connection fewer; True when it was the session's last here."""
         live.connections -= 1
-        if live.connections <= 0:
-            self.end_timers[live.pk] = asyncio.get_running_loop().create_task(self._end_after_grace(live, epoch))
+        return live.connections <= 0
 
-    async def _end_after_grace(self, live: LiveSession, epoch: int) -> None:
-        await asyncio.sleep(settings.SESSION_END_GRACE)
-        self.end_timers.pop(live.pk, None)
-        if live.connections <= 0:
-            await end_session(live, "bot disconnected", epoch=epoch)
+
+def _stored_text(event: dict) -> str:
+    message = event["message"]
+    return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
 
 
 registry = Registry()
@@ -350,29 +477,71 @@ async def relay(group: str, message: dict) -> None:
     """group_send that never breaks the live path.
 
     A channel layer that is down (Redis restarting) loses this relay; the
-    message is already stored, and browsers fill the gap from the database
-    when the next sequence number reaches them.
+    message is already stored, and a browser that sees the gap in versions
+    asks for a fresh snapshot.
     """
     try:
         await get_channel_layer().group_send(group, message)
     except Exception:
-        logger.warning("Relay to %s failed; browsers will backfill from the database", group, exc_info=True)
+        logger.warning("Relay to %s failed; browsers will resync from the database", group, exc_info=True)
 
 
-async def end_session(live: LiveSession, reason: str, epoch: int | None = None) -> None:
+def to_json(value: Any) -> str:
+    """Strict JSON for a browser: no NaN or Infinity ever (they become null)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def batch_message(live: LiveSession, events: list[dict], version_from: int) -> dict:
+    """What the writer relays to a session's browsers after a stored batch: the reducer's patch and the events."""
+    changes = live.state.take_changes()
+    version_to = live.state.version
+    text = to_json({"type": "batch", "from": version_from, "to": version_to, "changes": changes, "events": events})
+    return {"type": "session.batch", "text": text, "from": version_from, "to": version_to}
+
+
+async def session_changed(session: Session, event: str) -> None:
+    """Tell the session's browsers and the organization's list (event: started, updated, away, back, ended)."""
+    row = session_row(session)
+    if event in ("away", "back", "ended"):
+        await relay(session_group(session.pk), {"type": "session.changed", "event": event, "session": row})
+    await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "session": row})
+
+
+async def end_session(
+    live: LiveSession, reason: str, ended_at: float | None = None, only_if_away: bool = False
+) -> None:
     """Store everything pending, then mark the session ended with its final state.
 
-    With `epoch`, only if no bot has connected since (in any process).
+    `ended_at` (epoch seconds) defaults to the last message's time. With
+    `only_if_away`, only if its bot is still away (no process has it back).
     """
     await get_writer().flush()
+    version_from = live.state.version
+    at = ended_at if ended_at is not None else (live.state.last_at or time.time())
+    live.state.end(at, reason)
     fields = session_fields(live.state)
     fields["state"] = live.state.to_dict()
+    await relay(session_group(live.pk), batch_message(live, [], version_from))
+    end = datetime.fromtimestamp(at, tz=UTC)
 
     def store():
         queryset = Session.objects.filter(pk=live.pk, status=Session.Status.LIVE)
-        if epoch is not None:
-            queryset = queryset.filter(ingest_epoch=epoch)
-        ended = queryset.update(status=Session.Status.ENDED, ended_at=timezone.now(), end_reason=reason, **fields)
+        if only_if_away:
+            queryset = queryset.filter(bot_left_at__isnull=False)
+        ended = queryset.update(status=Session.Status.ENDED, ended_at=end, end_reason=reason, holder="", **fields)
         return Session.objects.select_related("agent").get(pk=live.pk) if ended else None
 
     session = await in_db_thread(store)
@@ -381,13 +550,14 @@ async def end_session(live: LiveSession, reason: str, epoch: int | None = None) 
     if session is None:
         return
     live.ended = True
-    row = session_row(session)
-    await relay(session_group(live.pk), {"type": "session.ended", "session": row})
-    await relay(org_group(live.organization_id), {"type": "session.list", "event": "ended", "session": row})
+    await session_changed(session, "ended")
+
+
+UNAVAILABLE = (OperationalError, InterfaceError)  # the database itself, not the data: hold and retry
 
 
 class Writer:
-    """Batches rows into one INSERT per flush; then acks bots and relays to browsers."""
+    """Batches rows into one INSERT per flush; then folds them into the state, acks bots and relays."""
 
     INSERT = (
         f"INSERT INTO {Event._meta.db_table} "
@@ -402,6 +572,7 @@ class Writer:
         self.wake = asyncio.Event()
         self.task = loop.create_task(self._run())
         self.failures = 0
+        self.unavailable_since: float | None = None
 
     @property
     def backlog(self) -> int:
@@ -428,54 +599,125 @@ class Writer:
                 await self.flush()
             except Exception:
                 self.failures += 1
+                self.unavailable_since = self.unavailable_since or time.time()
                 logger.exception("Storing %d RTVI messages failed; retrying", len(self.pending))
                 await asyncio.sleep(min(5.0, 0.1 * 2 ** min(self.failures, 6)))
             else:
                 self.failures = 0
+                self.unavailable_since = None
 
     async def flush(self) -> None:
         async with self.lock:
             if not self.pending:
                 return
             batch, self.pending = self.pending, []
-            now = time.monotonic()
-            sessions: dict[int, LiveSession] = {}
-            for row in batch:
-                sessions[row.live.pk] = row.live
-            updates = {}
-            for live in sessions.values():
-                if live.summary_due and (now - live.last_summary_at >= settings.SESSION_SUMMARY_INTERVAL):
-                    updates[live.pk] = session_fields(live.state)
-                    # Sessions that started together would otherwise all be
-                    # summarised in the same flush, every interval: spread them.
-                    if len(updates) >= SUMMARIES_PER_FLUSH:
-                        break
             last_event_at = timezone.now()
             try:
-                changed = await in_db_thread(self._store, [r.as_params() for r in batch], updates, last_event_at)
+                quarantined = await in_db_thread(self._store, batch, last_event_at)
             except Exception:
                 self.pending[:0] = batch  # keep order; nothing was acknowledged
                 raise
-            for pk in updates:
-                sessions[pk].last_summary_at = now
-                sessions[pk].summary_due = False
+            if quarantined:
+                logger.warning("%d RTVI messages were stored escaped: the database refused them as sent", quarantined)
+            # Fold what is stored into each session's state, in the order it came.
+            sessions: dict[int, tuple[LiveSession, int]] = {}
+            for row in batch:
+                if row.live.pk not in sessions:
+                    sessions[row.live.pk] = (row.live, row.live.state.version)
+                if not row.refused:
+                    row.live.state.apply(row.as_state_event())
+            updates = self._due_summaries(sessions)
+            changed = await self._store_summaries(updates, last_event_at) if updates else []
         await self._after_store(batch, sessions, changed)
 
-    @classmethod
-    def _store(cls, params: list[tuple], updates: dict[int, dict], last_event_at) -> list[Session]:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.executemany(cls.INSERT, params)
-            Session.objects.filter(pk__in={p[0] for p in params}).update(last_event_at=last_event_at)
-            for pk, fields in updates.items():
-                Session.objects.filter(pk=pk).update(**fields)
-        return list(Session.objects.select_related("agent").filter(pk__in=updates)) if updates else []
+    def _due_summaries(self, sessions: dict[int, tuple[LiveSession, int]]) -> dict[int, dict]:
+        now = time.monotonic()
+        updates = {}
+        for live, _ in sessions.values():
+            if live.summary_due and (now - live.last_summary_at >= settings.SESSION_SUMMARY_INTERVAL):
+                updates[live.pk] = session_fields(live.state)
+                live.last_summary_at, live.summary_due = now, False
+                # Sessions that started together would otherwise all be
+                # summarised in the same flush, every interval: spread them.
+                if len(updates) >= SUMMARIES_PER_FLUSH:
+                    break
+        return updates
 
-    async def _after_store(self, batch: list[Row], sessions: dict[int, LiveSession], changed: list[Session]) -> None:
+    async def _store_summaries(self, updates: dict[int, dict], last_event_at) -> list[Session]:
+        try:
+            return await in_db_thread(self._summaries, updates, last_event_at)
+        except Exception:
+            # The events are stored; a summary is derived and comes again next second.
+            logger.warning("Updating %d session summaries failed", len(updates), exc_info=True)
+            return []
+
+    @classmethod
+    def _store(cls, batch: list[Row], last_event_at) -> int:
+        """Insert the batch. Rows the database refuses for their data are stored escaped, alone.
+
+        Returns how many rows had to be escaped. A database that is down or
+        locked raises, and the batch is kept for the next flush.
+        """
+        try:
+            with transaction.atomic():
+                cls._insert(batch, last_event_at)
+            return 0
+        except UNAVAILABLE:
+            raise
+        except Exception:
+            logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
+        escaped = 0
+        for row in batch:
+            try:
+                with transaction.atomic():
+                    cls._insert([row], last_event_at)
+                continue
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:
+                row.quarantine(type(exc).__name__)
+            try:
+                with transaction.atomic():
+                    cls._insert([row], last_event_at)
+                escaped += 1
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:
+                # Not even escaped: it cannot be stored, and the bot is told so (nothing else is held up).
+                row.refused = f"could not be stored ({type(exc).__name__}); not kept"
+                row.reply = {"error": row.refused, "seq": row.seq}
+                logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
+        return escaped
+
+    @classmethod
+    def _insert(cls, rows: list[Row], last_event_at) -> None:
+        with connection.cursor() as cursor:
+            cursor.executemany(cls.INSERT, [row.as_params() for row in rows])
+        Session.objects.filter(pk__in={row.live.pk for row in rows}).update(last_event_at=last_event_at)
+
+    @staticmethod
+    def _summaries(updates: dict[int, dict], last_event_at) -> list[Session]:
+        for pk, fields in updates.items():
+            try:
+                with transaction.atomic():
+                    Session.objects.filter(pk=pk).update(**fields)
+            except UNAVAILABLE:
+                raise
+            except Exception:
+                logger.warning("The summary of session %s was refused", pk, exc_info=True)
+        return list(Session.objects.select_related("agent").filter(pk__in=updates))
+
+    async def _after_store(
+        self, batch: list[Row], sessions: dict[int, tuple[LiveSession, int]], changed: list[Session]
+    ) -> None:
         by_session: dict[int, list[dict]] = {}
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
-            by_session.setdefault(row.live.pk, []).append(row.as_event())
+            events = by_session.setdefault(row.live.pk, [])
+            if not row.refused:
+                events.append(row.as_event())
+            else:
+                row.live.seen.pop(row.seq, None)
             for replier in row.live.waiting.pop(row.seq, ()):
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
@@ -485,19 +727,13 @@ class Writer:
             except Exception:  # the bot went away; it resends what was not acknowledged
                 logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
         for pk, events in by_session.items():
+            live, version_from = sessions[pk]
             events.sort(key=lambda e: e["seq"])
-            text = json.dumps({"type": "events", "events": events}, separators=(",", ":"))
-            await relay(
-                session_group(pk),
-                {"type": "session.events", "text": text, "first_seq": events[0]["seq"], "last_seq": events[-1]["seq"]},
-            )
+            await relay(session_group(pk), batch_message(live, events, version_from))
         for session in changed:
-            live = sessions[session.pk]
-            await relay(
-                org_group(live.organization_id),
-                {"type": "session.list", "event": "updated", "session": session_row(session)},
-            )
-            if session.fatal and not live.ended:
+            live, _ = sessions[session.pk]
+            await session_changed(session, "updated")
+            if live.state.fatal and not live.ended:
                 await end_session(live, "fatal error")
 
 
@@ -512,12 +748,15 @@ def get_writer() -> Writer:
         for old in [lp for lp in _writers if lp.is_closed()]:
             del _writers[old]
         writer = _writers[loop] = Writer(loop)
-        _flush_before_shutdown(writer)
+        _before_shutdown(writer)
+        from rtvi_monitor import lifecycle
+
+        lifecycle.start()
     return writer
 
 
-def _flush_before_shutdown(writer: Writer) -> None:
-    """Under daphne, store what is pending before the reactor stops.
+def _before_shutdown(writer: Writer) -> None:
+    """Under daphne, store what is pending before the reactor stops, and let go of the sessions.
 
     Whatever is still lost (a crash) was never acknowledged: the bots resend it.
     """
@@ -527,6 +766,13 @@ def _flush_before_shutdown(writer: Writer) -> None:
         return
     if not reactor.running:
         return
+
+    async def stop():
+        from rtvi_monitor import lifecycle
+
+        await writer.flush()
+        await lifecycle.release()
+
     reactor.addSystemEventTrigger(
-        "before", "shutdown", lambda: defer.Deferred.fromFuture(asyncio.ensure_future(writer.flush()))
+        "before", "shutdown", lambda: defer.Deferred.fromFuture(asyncio.ensure_future(stop()))
     )

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from dashboard.models import Agent, Organization, Secret
 
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+# Not only dots ("." and ".." cannot be put in a URL); \Z, since $ lets a trailing newline through.
+SESSION_ID_RE = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.:-]{1,100}\Z")
 
 
 class IngestToken(Secret):
@@ -52,9 +53,14 @@ class Session(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)
-    # Bumped on every bot connection, so a disconnect timer from an older
-    # connection (in any process) cannot end a session that reconnected.
+    # Bumped on every bot connection.
     ingest_epoch = models.PositiveIntegerField(default=0)
+    # The server process the bot is connected to (ServerProcess.id), and when
+    # its bot left. A live session whose bot left more than SESSION_END_GRACE
+    # ago, or whose process stopped beating, is ended by the sweep
+    # (rtvi_monitor/lifecycle.py), whichever process runs it.
+    holder = models.CharField(max_length=40, blank=True, db_index=True)
+    bot_left_at = models.DateTimeField(null=True, blank=True)
 
     protocol_version = models.CharField(max_length=32, blank=True)
     client_about = models.JSONField(default=dict, blank=True)
@@ -84,6 +90,13 @@ class Session(models.Model):
         return self.session_id
 
     @property
+    def bot_state(self) -> str | None:
+        """ "connected", "away" (left within the grace period) or None once ended."""
+        if self.status != self.Status.LIVE:
+            return None
+        return "away" if self.bot_left_at else "connected"
+
+    @property
     def duration_seconds(self) -> float | None:
         end = self.ended_at or self.last_event_at
         return (end - self.started_at).total_seconds() if end else None
@@ -110,3 +123,16 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.type}"
+
+
+class ServerProcess(models.Model):
+    """A server process that holds bot connections; it beats while it runs."""
+
+    id = models.CharField(max_length=40, primary_key=True)
+    host = models.CharField(max_length=200, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid} ({self.id})"

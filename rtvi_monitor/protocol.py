@@ -19,6 +19,9 @@ from typing import Any
 
 LABEL = "rtvi-ai"
 MAX_RAW = 8 * 1024  # characters of raw text kept for an invalid message
+MAX_DEPTH = 32  # nesting of objects and arrays in one message
+MAX_TYPE = 64  # characters of a message type (the database column's width)
+MAX_NUMBER = 1e15  # largest magnitude of a figure (metric, token count): sums stay finite
 
 BOT, CLIENT = "bot", "client"
 
@@ -353,17 +356,72 @@ def _describe(value: Any) -> str:
 
 def _is_number(value: Any) -> bool:
     # bool is an int in Python, and JSON has no NaN or Infinity though Python's parser accepts them.
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and (isinstance(value, int) or math.isfinite(value))
-    )
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and -MAX_NUMBER <= value <= MAX_NUMBER
+
+
+class NotJSON(ValueError):
+    """Text that strict JSON does not allow (NaN, Infinity, numbers out of range, nesting too deep)."""
+
+
+def _no_constant(name: str):
+    raise NotJSON(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJSON(f"number {text[:20]} is out of range")
+    return value
+
+
+def _depth_over(obj: Any, limit: int) -> bool:
+    """Whether objects and arrays nest deeper than `limit` (iterative: no recursion to exhaust)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse(text: str, max_depth: int = MAX_DEPTH, wrapper_levels: int = 0) -> Any:
+    """Strict JSON: no NaN or Infinity, finite numbers, bounded nesting. Raises NotJSON saying why.
+
+    `wrapper_levels` are allowed on top of `max_depth` for what wraps a
+    message (a batch, the seq wrapper); the error speaks of the message's depth.
+    """
+    try:
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise NotJSON(f"nested deeper than {max_depth} levels") from None
+    except NotJSON:
+        raise
+    except ValueError as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+        raise NotJSON(f"{getattr(exc, 'msg', exc)}{where}") from None
+    # Counting brackets is C-fast; only text with many of them is walked.
+    limit = max_depth + wrapper_levels
+    if text.count("{") + text.count("[") > limit and _depth_over(value, limit):
+        raise NotJSON(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def describe(value: Any) -> str:
+    """A value in an error message: as JSON, cut to 40 characters."""
+    return _describe(value)
 
 
 _KIND_CHECKS = {
     "string": (lambda v: isinstance(v, str), "a string"),
     "boolean": (lambda v: isinstance(v, bool), "a boolean"),
-    "number": (_is_number, "a finite number"),
+    "number": (_is_number, "a number up to 1e15"),
     "object": (lambda v: isinstance(v, dict), "an object"),
     "array": (lambda v: isinstance(v, list), "an array"),
     "string_or_object": (lambda v: isinstance(v, (str, dict)), "a string or an object"),
@@ -381,7 +439,7 @@ def _check_metric_list(name: str, value: Any) -> str:
             return f"{where}: expected an object, got {_describe(entry)}"
         key = next((k for k in keys if k in entry), keys[0])
         if not _is_number(entry.get(key)):
-            return f"{where}.{key}: expected a finite number, got {_describe(entry.get(key))}"
+            return f"{where}.{key}: expected a number up to 1e15, got {_describe(entry.get(key))}"
         for text_key in ("processor", "model"):
             text = entry.get(text_key)
             if text is not None and not isinstance(text, str):
@@ -439,6 +497,9 @@ def _check_entries(data: dict) -> str:
         for i, entry in enumerate(data.get(name) or ()):
             if not isinstance(entry, dict):
                 return f"data.{name}[{i}]: expected an object, got {_describe(entry)}"
+            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                if entry.get(key) is not None and not _is_number(entry[key]):
+                    return f"data.{name}[{i}].{key}: expected a number up to 1e15, got {_describe(entry[key])}"
     return ""
 
 
@@ -452,7 +513,8 @@ _EXTRA_CHECKS = {
 }
 
 
-def _truncated(raw: str) -> str:
+def truncated(raw: str) -> str:
+    """Raw text cut to MAX_RAW characters, saying how long it was."""
     if len(raw) > MAX_RAW:
         return raw[:MAX_RAW] + f"... [truncated, {len(raw)} characters in all]"
     return raw
@@ -467,7 +529,28 @@ def _dumps(obj: Any) -> str:
 
 def _invalid(message: dict | None, type_: str, error: str, raw: str | None) -> Validated:
     text = raw if raw is not None else _dumps(message)
-    return Validated(message, type_, False, type_ in CATALOG, error, _truncated(text))
+    return Validated(message, type_, False, type_ in CATALOG, error, truncated(text))
+
+
+class Unparsed(str):
+    """Text that was received and is not JSON; `error` says why."""
+
+    error = ""
+
+
+def unparsed(text: str, error: str) -> Unparsed:
+    value = Unparsed(text)
+    value.error = error
+    return value
+
+
+def check(value: Any) -> Validated:
+    """validate() for a value already parsed (a JSON string is a string, not text to parse), or Unparsed text."""
+    if isinstance(value, Unparsed):
+        return _invalid(None, "", f"not JSON: {value.error}", str(value))
+    if isinstance(value, str):
+        return _invalid(None, "", f"expected a JSON object, got {_describe(value)}", _dumps(value))
+    return validate(value)
 
 
 def validate(obj_or_text: dict | str | bytes) -> Validated:
@@ -476,7 +559,7 @@ def validate(obj_or_text: dict | str | bytes) -> Validated:
         return _validate(obj_or_text)
     except Exception as exc:  # the hot path of ingest must survive any input
         raw = obj_or_text if isinstance(obj_or_text, str) else _dumps(obj_or_text)
-        return Validated(None, "", False, False, f"unreadable message: {type(exc).__name__}", _truncated(raw))
+        return Validated(None, "", False, False, f"unreadable message: {type(exc).__name__}", truncated(raw))
 
 
 def _validate(obj: Any) -> Validated:
@@ -486,12 +569,9 @@ def _validate(obj: Any) -> Validated:
     if isinstance(obj, str):
         raw = obj
         try:
-            obj = json.loads(obj)
-        except ValueError as exc:
-            where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
-            return _invalid(None, "", f"not JSON: {getattr(exc, 'msg', exc)}{where}", raw)
-        except RecursionError:
-            return _invalid(None, "", "not JSON: nested too deeply", raw)
+            obj = parse(obj)
+        except NotJSON as exc:
+            return _invalid(None, "", f"not JSON: {exc}", raw)
     if not isinstance(obj, dict):
         return _invalid(
             None, "", f"expected a JSON object, got {_describe(obj)}", raw if raw is not None else _dumps(obj)
@@ -506,6 +586,8 @@ def _validate(obj: Any) -> Validated:
     if not type_name:
         problem = "missing" if type_ is None else f"got {_describe(type_)}"
         return _invalid(obj, "", f"type: expected a non-empty string, {problem}", raw)
+    if len(type_name) > MAX_TYPE:
+        return _invalid(obj, type_name[:MAX_TYPE], f"type: longer than {MAX_TYPE} characters ({len(type_name)})", raw)
     msg_id = obj.get("id")
     if msg_id is not None and not isinstance(msg_id, str):
         return _invalid(obj, type_name, f"id: expected a string, got {_describe(msg_id)}", raw)

@@ -22,8 +22,9 @@ Pipecat 1.14 pipeline's traffic, see tests/rtvi_samples.py):
   speaking.
 """
 
+import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +35,18 @@ MAX_POINTS = 2000  # per metric series
 MAX_INTERVALS = 5000  # per timeline lane
 MAX_ITEMS = 5000  # transcript items, turns, errors, server messages, function calls, client messages
 MAX_TYPES = 200  # distinct types counted by name; the rest under OTHER_TYPES
-MAX_SEGMENTS = 256  # bot-output segments remembered for late updates
+MAX_SEGMENTS = 256
+MAX_SERIES = 50  # metric series (processor|model) per kind  # bot-output segments remembered for late updates
 DEDUP_WINDOW = 100_000  # seqs remembered for duplicate detection; older ones count as seen
 OTHER_TYPES = "(other)"
+# Byte bounds: however long a session or its messages, the state (and so a
+# browser's snapshot) stays small. Longer text is cut with a mark; a longer
+# JSON value is kept as a preview naming the message (seq) that has it whole.
+MAX_TEXT = 4000  # characters of one transcript line or streaming text
+MAX_VALUE = 2000  # characters of JSON kept of one value (args, results, data, about)
+TRANSCRIPT_BUDGET = 1_000_000  # characters of transcript text kept; past it the oldest lines go
+LIST_BUDGET = 500_000  # characters kept of errors and of server messages, each
+CLIP_MARK = " […]"
 
 TIME_METRICS = frozenset({"ttfb", "processing", "ttfa", "ttfat"})  # seconds on the wire, ms here
 INTERRUPTION_MERGE_S = 1.0  # a bot-interrupted this close to a barge-in is the same interruption
@@ -58,7 +68,8 @@ class Event:
     error: str = ""
 
 
-def _percentile(ordered: list[float], p: float) -> float | None:
+def percentile(ordered: list[float], p: float) -> float | None:
+    """The p-th percentile of sorted values, nearest rank (None for none)."""
     if not ordered:
         return None
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
@@ -79,14 +90,118 @@ def _number(value: Any) -> float | None:
     return value if isinstance(value, int) or math.isfinite(value) else None
 
 
-def _cap(items: list, limit: int = MAX_ITEMS) -> None:
-    if len(items) > limit:
-        del items[: len(items) - limit]
+def _clip(text: str, limit: int = MAX_TEXT) -> str:
+    """Text cut to `limit` characters, marked when it was cut (idempotent)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + CLIP_MARK
+
+
+def bounded(value: Any, seq: int, limit: int = MAX_VALUE) -> Any:
+    """A JSON value as the state keeps it: itself when small, else a preview.
+
+    The preview says how long the whole was and which message (seq) holds it,
+    so a page can show the start and fetch the rest on demand.
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    if len(text) <= limit:
+        return value
+    return {"truncated": True, "preview": text[:limit], "length": len(text), "seq": seq}
+
+
+def _size(item: dict) -> int:
+    return len(json.dumps(item, separators=(",", ":"), default=str))
 
 
 def _cap_dict(items: dict, limit: int = MAX_ITEMS) -> None:
     while len(items) > limit:
         del items[next(iter(items))]
+
+
+class Tail:
+    """A list that keeps its newest items and knows what changed since it was last read.
+
+    Items are appended, and the newest ones changed in place; the oldest are
+    dropped past `limit` items (or past `budget` characters, by `size`). Each
+    item has a position that never changes (`dropped` + its index), so
+    `patch()` can say exactly what changed: "from position `at` the items
+    are now these, and the first kept is at `base`". Applying patches to a
+    copy of the list, in order, gives the list: the browser keeps its model
+    of a session this way, with no rules of its own.
+    """
+
+    __slots__ = ("budget", "dirty", "dropped", "items", "limit", "size", "sizes", "used")
+
+    def __init__(self, limit: int | None = None, budget: int = 0, size: Callable[[Any], int] | None = None):
+        self.items: list = []
+        self.limit = MAX_ITEMS if limit is None else limit
+        self.budget = budget  # 0: no byte budget
+        self.size = size
+        self.sizes: list[int] = []
+        self.used = 0
+        self.dropped = 0  # items dropped from the front so far
+        self.dirty: int | None = None  # lowest index changed since the last patch
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+    def append(self, item) -> None:
+        self.items.append(item)
+        index = len(self.items) - 1
+        self.dirty = index if self.dirty is None else min(self.dirty, index)
+        drop = max(0, len(self.items) - self.limit)
+        if self.budget:
+            n = self.size(item)
+            self.sizes.append(n)
+            self.used += n
+            used = self.used - sum(self.sizes[:drop])
+            while used > self.budget and drop < len(self.items) - 1:  # the newest always stays
+                used -= self.sizes[drop]
+                drop += 1
+        if drop:
+            self._drop(drop)
+
+    def _drop(self, n: int) -> None:
+        if self.budget:
+            self.used -= sum(self.sizes[:n])
+            del self.sizes[:n]
+        del self.items[:n]
+        self.dropped += n
+        self.dirty = max(0, self.dirty - n) if self.dirty is not None else None
+
+    def touch(self, index: int) -> None:
+        """The item at `index` (negative counts from the end) changed."""
+        if index < 0:
+            index += len(self.items)
+        if self.budget and 0 <= index < len(self.sizes):
+            n = self.size(self.items[index])
+            self.used += n - self.sizes[index]
+            self.sizes[index] = n
+        self.dirty = index if self.dirty is None else min(self.dirty, index)
+
+    def touch_position(self, position: int) -> None:
+        """The item at this position changed (ignored when it was dropped already)."""
+        index = position - self.dropped
+        if 0 <= index < len(self.items):
+            self.touch(index)
+
+    def next_position(self) -> int:
+        return self.dropped + len(self.items)
+
+    def patch(self, dump: Callable[[Any], Any]) -> dict | None:
+        """What changed since the last patch, or None; `dump` turns an item into JSON."""
+        if self.dirty is None:
+            return None
+        index, self.dirty = self.dirty, None
+        return {"at": self.dropped + index, "items": [dump(x) for x in self.items[index:]], "base": self.dropped}
 
 
 class _Lane:
@@ -95,7 +210,7 @@ class _Lane:
     __slots__ = ("intervals", "open")
 
     def __init__(self):
-        self.intervals: list[list[float | None]] = []
+        self.intervals = Tail(MAX_INTERVALS)
         self.open = False
 
     def start(self, at: float) -> bool:
@@ -104,7 +219,6 @@ class _Lane:
         if self.intervals and self.intervals[-1][1] is not None and at < self.intervals[-1][1]:
             at = self.intervals[-1][1]  # received out of order: never overlap the previous interval
         self.intervals.append([at, None])
-        _cap(self.intervals, MAX_INTERVALS)
         self.open = True
         return True
 
@@ -112,6 +226,7 @@ class _Lane:
         if not self.open:
             return False
         self.intervals[-1][1] = max(at, self.intervals[-1][0])
+        self.intervals.touch(-1)
         self.open = False
         return True
 
@@ -145,13 +260,14 @@ class SessionState:
         self.client_about: Any = None
         self.bot_about: Any = None
         self.lanes = {name: _Lane() for name in ("user_speaking", "bot_speaking", "llm_busy", "tts_busy")}
-        self.interruptions: list[float] = []
-        self.transcript: list[dict] = []
+        self.interruptions = Tail()
+        self.transcript = Tail(budget=TRANSCRIPT_BUDGET, size=lambda item: len(item["text"]) + 64)
         self._user_item: dict | None = None  # the voice line partials update, and finals complete
         self._bot_item: dict | None = None  # the bot line of the current turn
         self._segments: dict[Any, _Segment] = {}  # segment_id -> segment, for updates that come late
         self._chat_ids: dict[str, None] = {}  # send-text ids, to skip Pipecat's user-input echo of them
-        self.turns: list[dict] = []
+        self.turns = Tail()
+        self._latency: dict | None = None  # cached until a turn is added
         self._pending_turn: dict | None = None  # the user stopped; the bot has not started speaking yet
         self._metrics_turn: dict | None = None  # the turn ttfb metrics still attach to
         self.llm = {"busy": False, "current_tokens": "", "last_user_llm_text": ""}
@@ -159,10 +275,16 @@ class SessionState:
         self.function_calls: dict[str, dict] = {}
         self.client_messages: dict[str, dict] = {}
         self._request_types: dict[str, str] = {}  # id -> type of what the client sent, for error-response
-        self.server_messages: list[dict] = []
-        self.errors: list[dict] = []
+        self.server_messages = Tail(budget=LIST_BUDGET, size=_size)
+        self.errors = Tail(budget=LIST_BUDGET, size=_size)
+        self.markers = Tail()  # moments the timeline marks: the client's disconnect-bot, the session's end
         self.fatal = False
-        self.metrics: dict[str, dict[str, list[list[float]]]] = {}
+        self.ended = False
+        self.end_reason = ""
+        self.metrics: dict[str, dict[str, Tail]] = {}
+        self.version = 0  # messages folded in so far: where a patch stream stands
+        self._changed: set[str] = set()  # whole sections (function_calls, client_messages) changed
+        self._sent_head: dict = {}
         self.totals = {
             "characters": 0,
             "prompt_tokens": 0,
@@ -190,6 +312,7 @@ class SessionState:
         if seq in self._seen or seq <= self._max_seq - DEDUP_WINDOW:
             return
         self._seen.add(seq)
+        self.version += 1
         if seq > self._max_seq:
             self._max_seq = seq
             if len(self._seen) > 2 * DEDUP_WINDOW:
@@ -232,10 +355,10 @@ class SessionState:
         version = protocol_version(message)
         if message["type"] == "client-ready":
             self.client_version = version or self.client_version
-            self.client_about = data.get("about", self.client_about)
+            self.client_about = bounded(data.get("about", self.client_about), event.seq)
         else:
             self.bot_version = version or self.bot_version
-            self.bot_about = data.get("about", self.bot_about)
+            self.bot_about = bounded(data.get("about", self.bot_about), event.seq)
         # What the bot answers is what it speaks (it echoes a 1.x client's version).
         self.protocol_version = self.bot_version or self.client_version
 
@@ -254,7 +377,7 @@ class SessionState:
     def _user_stopped(self, event, message, data, at):
         self.lanes["user_speaking"].stop(at)
         self._pending_turn = self._metrics_turn = {
-            "index": len(self.turns),
+            "index": None,
             "user_stopped_at": at,
             "bot_started_at": None,
             "latency_ms": None,
@@ -267,19 +390,21 @@ class SessionState:
         self.lanes["bot_speaking"].start(at)
         if self._bot_item is not None:
             self._bot_item["final"] = False  # speaking again after a pause mid-answer
+            self._touch(self._bot_item)
         turn = self._pending_turn
         if turn is not None:
             turn["bot_started_at"] = at
             turn["latency_ms"] = round((at - turn["user_stopped_at"]) * 1000, 3)
-            turn["index"] = len(self.turns)
+            turn["index"] = self.turns.next_position()
             self.turns.append(turn)
-            _cap(self.turns)
+            self._latency = None
             self._pending_turn = None
 
     def _bot_stopped(self, event, message, data, at):
         self.lanes["bot_speaking"].stop(at)
         if self._bot_item is not None:
             self._bot_item["final"] = True
+            self._touch(self._bot_item)
 
     def _interrupt(self, at):
         """The user (or the client) cut the bot off while it was speaking."""
@@ -287,9 +412,9 @@ class SessionState:
         if self.interruptions and abs(at - self.interruptions[-1]) < INTERRUPTION_MERGE_S:
             return
         self.interruptions.append(at)
-        _cap(self.interruptions)
         if self.turns:
             self.turns[-1]["interrupted"] = True
+            self.turns.touch(-1)
 
     def _bot_interrupted(self, event, message, data, at):
         # Pipecat sends this at every user turn start; it cuts the bot off only when it was speaking.
@@ -303,6 +428,7 @@ class SessionState:
             if final and item["text"] == text:
                 return  # the same final again: user-input and user-transcription both carry it
             item = None
+        text = _clip(text)
         if item is None:
             item = {"role": "user", "text": text, "final": final, "source": "voice", "seq": event.seq, "at": at}
             self._close_bot_item()
@@ -310,6 +436,7 @@ class SessionState:
             self._user_item = item
         else:
             item["text"], item["final"], item["seq"], item["at"] = text, final, event.seq, at
+            self._touch(item)
 
     def _user_transcription(self, event, message, data, at):
         self._voice(event, data["text"], data["final"] is True, at)
@@ -326,7 +453,7 @@ class SessionState:
             self._append(
                 {
                     "role": "user",
-                    "text": data["text"],
+                    "text": _clip(data["text"]),
                     "final": True,
                     "source": "backchannel",
                     "seq": event.seq,
@@ -349,17 +476,21 @@ class SessionState:
             return  # send-text from the client, then Pipecat's user-input for it
         self._close_bot_item()
         self._user_item = None
-        self._append({"role": "user", "text": text, "final": True, "source": "chat", "seq": event.seq, "at": at})
+        self._append({"role": "user", "text": _clip(text), "final": True, "source": "chat", "seq": event.seq, "at": at})
 
     def _append(self, item: dict) -> None:
+        item["_pos"] = self.transcript.next_position()
         self.transcript.append(item)
-        if len(self.transcript) > MAX_ITEMS:
-            del self.transcript[0]
+
+    def _touch(self, item: dict) -> None:
+        """A transcript line changed after it was added."""
+        self.transcript.touch_position(item["_pos"])
 
     # transcript: the bot
     def _close_bot_item(self) -> None:
         if self._bot_item is not None:
             self._bot_item["final"] = True
+            self._touch(self._bot_item)
             self._bot_item = None
 
     def _bot_line(self, source: str, event: Event, at: float) -> dict:
@@ -383,6 +514,11 @@ class SessionState:
 
     def _show(self, item: dict) -> None:
         """The line's text: from the best source it has."""
+        self._pick_text(item)
+        item["text"] = _clip(item["text"])
+        self._touch(item)
+
+    def _pick_text(self, item: dict) -> None:
         parts = item["_parts"]
         order = item["_order"]
         fallbacks = BOT_SOURCES[1:]
@@ -401,7 +537,7 @@ class SessionState:
         item["text"] = ""
 
     def _bot_output(self, event, message, data, at):
-        text = data["text"]
+        text = _clip(data["text"])
         kind = data.get("output_type") or data.get("text_type") or data.get("aggregated_by")
         word = kind in WORD_TYPES
         key = data.get("segment_id")
@@ -416,6 +552,8 @@ class SessionState:
             return
         if segment is None:
             item = self._bot_line("bot-output", event, at)
+            if len(item["_order"]) >= MAX_SEGMENTS:
+                return  # a turn of more sentences than anyone says: the line is full
             if key is None:
                 segment = self._unkeyed_segment(item, text.strip(), word, data)
                 if segment is None:
@@ -427,7 +565,7 @@ class SessionState:
                 _cap_dict(self._segments, MAX_SEGMENTS)
         elif word:
             if segment.from_words:
-                segment.text = _join_piece(segment.text, text.strip())  # v1 words before their sentence
+                segment.text = _clip(_join_piece(segment.text, text.strip()))  # v1 words before their sentence
         else:
             segment.text, segment.from_words = text.strip(), False
 
@@ -443,7 +581,7 @@ class SessionState:
             if len(spoken) > len(segment.spoken):
                 segment.spoken = spoken
         elif word:  # 1.x clients: the words of the sentence, as each is spoken
-            segment.spoken = segment.text if segment.from_words else _join_piece(segment.spoken, text.strip())
+            segment.spoken = segment.text if segment.from_words else _clip(_join_piece(segment.spoken, text.strip()))
         self._show(segment.item)
 
     def _unkeyed_segment(self, item: dict, text: str, word: bool, data: dict) -> _Segment | None:
@@ -457,7 +595,7 @@ class SessionState:
             if any(not s.from_words for s in order):
                 return None  # its sentence is there already: a word only says it is being spoken
             if order and order[-1].from_words:
-                order[-1].text = _join_piece(order[-1].text, text)
+                order[-1].text = _clip(_join_piece(order[-1].text, text))
                 return order[-1]
         else:
             same = [s for s in order if s.text == text]
@@ -481,33 +619,35 @@ class SessionState:
         self._show(item)
 
     def _bot_transcription(self, event, message, data, at):
-        text = data["text"].strip()
+        text = _clip(data["text"].strip())
         if text:
             item = self._bot_line("bot-transcription", event, at)
             sentences = item["_parts"].setdefault("bot-transcription", [])
-            sentences.append(text)
+            if len(sentences) < MAX_SEGMENTS:
+                sentences.append(text)
             self._show(item)
 
     def _bot_tts_text(self, event, message, data, at):
-        text = data["text"]
-        self.tts["current_text"] = _join_piece(self.tts["current_text"], text)
+        text = _clip(data["text"])
+        self.tts["current_text"] = _clip(_join_piece(self.tts["current_text"], text))
         if text.strip():
             item = self._bot_line("bot-tts-text", event, at)
             parts = item["_parts"]
-            parts["bot-tts-text"] = _join_piece(parts.get("bot-tts-text", ""), text)
+            parts["bot-tts-text"] = _clip(_join_piece(parts.get("bot-tts-text", ""), text))
             if not item["_order"]:
                 self._show(item)
 
     def _bot_llm_text(self, event, message, data, at):
-        text = data["text"]
-        self.llm["current_tokens"] += text
+        text = _clip(data["text"])
+        self.llm["current_tokens"] = _clip(self.llm["current_tokens"] + text)
         if text:
             item = self._bot_line("bot-llm-text", event, at)
             parts = item["_parts"]
-            parts["bot-llm-text"] = parts.get("bot-llm-text", "") + text
+            parts["bot-llm-text"] = _clip(parts.get("bot-llm-text", "") + text)
             # Tokens are the last resort: rebuild the line only while nothing better has come.
             if item["source"] == "bot-llm-text":
                 item["text"] = parts["bot-llm-text"].strip()
+                self._touch(item)
 
     # LLM and TTS activity
     def _llm_started(self, event, message, data, at):
@@ -520,7 +660,7 @@ class SessionState:
         self.llm["busy"] = False
 
     def _user_llm_text(self, event, message, data, at):
-        self.llm["last_user_llm_text"] = data["text"]
+        self.llm["last_user_llm_text"] = _clip(data["text"])
 
     def _tts_started(self, event, message, data, at):
         if self.lanes["tts_busy"].start(at):
@@ -562,11 +702,12 @@ class SessionState:
             }
             self.function_calls[key] = call
             _cap_dict(self.function_calls)
+        self._changed.add("function_calls")
         if name:
-            call["function_name"] = name
+            call["function_name"] = _clip(name, 200)
         args = data.get("args", data.get("arguments"))
         if args is not None and (call["args"] is None or args):  # a result may echo empty arguments
-            call["args"] = args
+            call["args"] = bounded(args, event.seq)
         return call
 
     def _end_call(self, call: dict, status: str, at: float) -> None:
@@ -586,12 +727,12 @@ class SessionState:
     def _fc_stopped(self, event, message, data, at):
         call = self._call(data, event, at)
         if data.get("result") is not None:
-            call["result"] = data["result"]
+            call["result"] = bounded(data["result"], event.seq)
         self._end_call(call, "cancelled" if data.get("cancelled") is True else "completed", at)
 
     def _fc_result(self, event, message, data, at):
         call = self._call(data, event, at)
-        call["result"] = data["result"]
+        call["result"] = bounded(data["result"], event.seq)
         self._end_call(call, "completed", at)
 
     # client-server messaging
@@ -609,10 +750,11 @@ class SessionState:
             return
         self._client_request(event, message, data, at)
         key = msg_id if isinstance(msg_id, str) and msg_id else f"#{event.seq}"
+        self._changed.add("client_messages")
         self.client_messages[key] = {
             "id": key,
-            "t": data["t"],
-            "d": data.get("d"),
+            "t": _clip(data["t"], 200),
+            "d": bounded(data.get("d"), event.seq),
             "sent_at": at,
             "status": "pending",
             "response": None,
@@ -628,23 +770,22 @@ class SessionState:
                 {
                     "seq": event.seq,
                     "at": at,
-                    "message": data["error"],
+                    "message": _clip(data["error"]),
                     "fatal": False,
                     "type": "error-response",
                     "id": msg_id,
                     "request_type": self._request_types.get(msg_id),
                 }
             )
-            _cap(self.errors)
         request = self.client_messages.get(msg_id) if isinstance(msg_id, str) else None
         if request is not None and request["status"] == "pending":
+            self._changed.add("client_messages")
             request["status"] = "failed" if failed else "answered"
-            request["response"] = data
+            request["response"] = bounded(data, event.seq)
             request["response_ms"] = round(max(0.0, at - request["sent_at"]) * 1000, 3)
 
     def _server_message(self, event, message, data, at):
-        self.server_messages.append({"seq": event.seq, "at": at, "data": message.get("data")})
-        _cap(self.server_messages)
+        self.server_messages.append({"seq": event.seq, "at": at, "data": bounded(message.get("data"), event.seq)})
 
     def _error(self, event, message, data, at):
         text = data.get("message") if isinstance(data.get("message"), str) else data.get("error")
@@ -653,15 +794,16 @@ class SessionState:
             {
                 "seq": event.seq,
                 "at": at,
-                "message": text,
+                "message": _clip(text) if isinstance(text, str) else text,
                 "fatal": fatal,
                 "type": "error",
                 "id": None,
                 "request_type": None,
             }
         )
-        _cap(self.errors)
-        self.fatal = self.fatal or fatal
+        if fatal:
+            self.fatal = True
+            self.end(at, "fatal error")
 
     # metrics
     def _metrics(self, event, message, data, at):
@@ -704,25 +846,59 @@ class SessionState:
             self._point("tokens", entry, at, total)
 
     def _point(self, kind: str, entry: dict, at: float, value: float) -> None:
-        series = f"{entry.get('processor') or ''}|{entry.get('model') or ''}"
-        points = self.metrics.setdefault(kind, {}).setdefault(series, [])
+        series = _clip(f"{entry.get('processor') or ''}|{entry.get('model') or ''}", 200)
+        by_series = self.metrics.get(kind)
+        if by_series is None:
+            if len(self.metrics) >= MAX_SERIES:
+                return
+            by_series = self.metrics[kind] = {}
+        points = by_series.get(series)
+        if points is None:
+            if len(by_series) >= MAX_SERIES:
+                return  # a bot naming a new processor in every message: keep the first ones
+            points = by_series[series] = Tail(MAX_POINTS)
         points.append([at, value])
-        if len(points) > MAX_POINTS:
-            del points[0]
 
     def _turn_ttfb(self, processor: Any, value_ms: float) -> None:
         """The first LLM and TTS time-to-first-byte of a turn (the start-of-session zeros excluded)."""
         name = processor.lower() if isinstance(processor, str) else ""
         key = "llm_ttfb_ms" if "llm" in name else "tts_ttfb_ms" if "tts" in name else None
-        if key and self._metrics_turn[key] is None:
-            self._metrics_turn[key] = value_ms
+        turn = self._metrics_turn
+        if key and turn[key] is None:
+            turn[key] = value_ms
+            if turn["index"] is not None:
+                self.turns.touch_position(turn["index"])
+
+    def _disconnect_bot(self, event, message, data, at):
+        self._client_request(event, message, data, at)
+        self.markers.append({"at": at, "kind": "disconnect-bot", "seq": event.seq})
+
+    # --- the session's end, which the server knows and the messages may not ---
+
+    def end(self, at: float, reason: str) -> None:
+        """The session ended (its bot left, or a fatal error): nobody speaks or works any more."""
+        if self.ended:
+            return
+        self.ended, self.end_reason = True, reason
+        at = max(at, self.last_at or at)
+        for lane in self.lanes.values():
+            lane.stop(at)
+        self.llm["busy"] = self.tts["busy"] = False
+        self.markers.append({"at": at, "kind": "ended", "reason": reason})
+        self.version += 1
 
     # --- reading -------------------------------------------------------------
 
     def latency(self) -> dict:
         """p50, p95 and max of the turns' latency in ms (None when no turn has one)."""
-        values = sorted(t["latency_ms"] for t in self.turns if t["latency_ms"] is not None)
-        return {"p50": _percentile(values, 50), "p95": _percentile(values, 95), "max": values[-1] if values else None}
+        if self._latency is None:
+            values = sorted(t["latency_ms"] for t in self.turns if t["latency_ms"] is not None)
+            self._latency = {
+                "p50": percentile(values, 50),
+                "p95": percentile(values, 95),
+                "max": values[-1] if values else None,
+            }
+        return dict(self._latency)
 
     def summary(self) -> dict:
         """The few figures a session list shows."""
@@ -742,37 +918,135 @@ class SessionState:
 
     def transcript_items(self) -> list[dict]:
         """The transcript lines without their bookkeeping."""
-        return [{k: v for k, v in item.items() if not k.startswith("_")} for item in self.transcript]
+        return [_public(item) for item in self.transcript]
 
-    def to_dict(self) -> dict:
-        """The whole derived state, JSON-serializable."""
+    def head(self) -> dict:
+        """The small parts of the state, sent whole when they change."""
         return {
+            "version": self.version,
             "protocol_version": self.protocol_version,
             "client_version": self.client_version,
             "bot_version": self.bot_version,
             "client_about": self.client_about,
             "bot_about": self.bot_about,
             "speaking": {"user": self.lanes["user_speaking"].open, "bot": self.lanes["bot_speaking"].open},
-            "intervals": {name: [list(i) for i in lane.intervals] for name, lane in self.lanes.items()},
-            "interruptions": list(self.interruptions),
-            "transcript": self.transcript_items(),
-            "turns": [dict(t) for t in self.turns],
             "latency": self.latency(),
             "llm": dict(self.llm),
             "tts": dict(self.tts),
-            "function_calls": [{k: v for k, v in c.items() if k != "key"} for c in self.function_calls.values()],
-            "client_messages": [dict(m) for m in self.client_messages.values()],
-            "server_messages": list(self.server_messages),
-            "errors": list(self.errors),
             "fatal": self.fatal,
-            "ended": self.fatal,
-            "metrics": {
-                kind: {s: [list(p) for p in pts] for s, pts in series.items()} for kind, series in self.metrics.items()
-            },
+            "ended": self.ended,
+            "end_reason": self.end_reason,
             "totals": {**self.totals, "stt_audio_seconds": round(self.totals["stt_audio_seconds"], 3)},
             "counts": {**self.counts, "by_type": dict(self.counts["by_type"])},
             "last_at": self.last_at,
         }
+
+    def _tails(self):
+        """(path, tail, dump) for every list that changes at its end."""
+        yield ("transcript",), self.transcript, _public
+        yield ("turns",), self.turns, dict
+        yield ("interruptions",), self.interruptions, _same
+        yield ("server_messages",), self.server_messages, _same
+        yield ("errors",), self.errors, _same
+        yield ("markers",), self.markers, _same
+        for name, lane in self.lanes.items():
+            yield ("intervals", name), lane.intervals, list
+        for kind, series in self.metrics.items():
+            for name, points in series.items():
+                yield ("metrics", kind, name), points, list
+
+    def to_dict(self) -> dict:
+        """The whole derived state, JSON-serializable."""
+        state = self.head()
+        for path, tail, dump in self._tails():
+            _put(state, path, [dump(item) for item in tail])
+        for name in ("intervals", "metrics"):
+            state.setdefault(name, {})
+        state["function_calls"] = self._function_calls()
+        state["client_messages"] = [dict(m) for m in self.client_messages.values()]
+        return dict(sorted(state.items()))
+
+    def bases(self) -> dict:
+        """Where each list of to_dict() starts (items dropped before it): a patch stream continues from here."""
+        bases: dict = {}
+        for path, tail, _ in self._tails():
+            _put(bases, path, tail.dropped)
+        return bases
+
+    def _function_calls(self) -> list[dict]:
+        return [{k: v for k, v in c.items() if k != "key"} for c in self.function_calls.values()]
+
+    def take_changes(self) -> dict:
+        """What changed since the last call: a patch that turns an earlier to_dict() into this one.
+
+        Patches are exact and cumulative: a copy of to_dict() (with bases())
+        taken at any moment, given every later patch in order by
+        `apply_changes`, equals to_dict(). Whoever keeps a copy (the
+        browser's page) applies them and derives nothing itself.
+        """
+        changes: dict = {}
+        head = self.head()
+        sent = self._sent_head
+        changed = {k: v for k, v in head.items() if k not in sent or sent[k] != v}
+        if changed:
+            changes["head"] = changed
+        self._sent_head = head
+        for path, tail, dump in self._tails():
+            patch = tail.patch(dump)
+            if patch is not None:
+                _put(changes, ("tails", *path), patch)
+        if "function_calls" in self._changed:
+            changes["function_calls"] = self._function_calls()
+        if "client_messages" in self._changed:
+            changes["client_messages"] = [dict(m) for m in self.client_messages.values()]
+        self._changed.clear()
+        return changes
+
+    def snapshot(self) -> dict:
+        """to_dict() and bases(), and the patch stream restarts from here."""
+        self.take_changes()  # marks up to now are in the copy: nothing is sent twice
+        return {"state": self.to_dict(), "bases": self.bases()}
+
+
+def _public(item: dict) -> dict:
+    return {k: v for k, v in item.items() if not k.startswith("_")}
+
+
+def _same(item):
+    return item
+
+
+def _put(target: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+
+
+def apply_changes(state: dict, bases: dict, changes: dict) -> None:
+    """Apply one take_changes() patch to a copy of to_dict() in place (with its bases()).
+
+    The reference for static/js/model.js, which does the same in the browser;
+    the tests check both against the reducer.
+    """
+    state.update(changes.get("head", {}))
+    for key in ("function_calls", "client_messages"):
+        if key in changes:
+            state[key] = changes[key]
+
+    def walk(patches: dict, target: dict, base: dict) -> None:
+        for key, patch in patches.items():
+            if isinstance(patch.get("at"), int) and isinstance(patch.get("items"), list):
+                items = target.setdefault(key, [])
+                start = base.get(key, 0)
+                # Keep what precedes the change, drop what the server dropped, then the new tail.
+                del items[patch["at"] - start :]
+                del items[: patch["base"] - start]
+                items.extend(patch["items"])
+                base[key] = patch["base"]
+            else:
+                walk(patch, target.setdefault(key, {}), base.setdefault(key, {}))
+
+    walk(changes.get("tails", {}), state, bases)
 
 
 _HANDLERS = {
@@ -804,7 +1078,7 @@ _HANDLERS = {
     "client-message": SessionState._client_message,
     "append-to-context": SessionState._client_request,
     "send-file": SessionState._client_request,
-    "disconnect-bot": SessionState._client_request,
+    "disconnect-bot": SessionState._disconnect_bot,
     "server-response": SessionState._response,
     "error-response": SessionState._response,
     "server-message": SessionState._server_message,

@@ -1,10 +1,9 @@
 """JSON for scripts: sessions, one session's derived state, and its messages as NDJSON."""
 
-import json
-
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
 from dashboard.auth import json_error, json_methods, key_or_staff_required
+from dashboard.http import StrictJsonResponse, strict_dumps
 from rtvi_monitor import live
 from rtvi_monitor.live import stored_message
 from rtvi_monitor.models import Event, Session
@@ -34,7 +33,7 @@ def session_list(request):
         return json_error(str(exc), 400)
     page = list(queryset[offset : offset + limit + 1])
     more = len(page) > limit
-    return JsonResponse(
+    return StrictJsonResponse(
         {
             "sessions": [live.session_row(s) for s in page[:limit]],
             "offset": offset,
@@ -51,7 +50,7 @@ def session_detail_json(request, session_id):
     session = Session.objects.find(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
-    return JsonResponse(session_detail(session))
+    return StrictJsonResponse(session_detail(session))
 
 
 CHUNK = 2000
@@ -72,7 +71,7 @@ def _ndjson_lines(session_pk: int):
             line = {"seq": seq, "direction": direction, "received_at": received_at, "message": stored_message(message)}
             if not valid:
                 line["valid"], line["error"] = False, error
-            lines.append(json.dumps(line, separators=(",", ":")) + "\n")
+            lines.append(strict_dumps(line, separators=(",", ":")) + "\n")
         yield "".join(lines)
         after = rows[-1][0]
 
@@ -87,3 +86,16 @@ def session_events_ndjson(request, session_id):
     response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
     return response
+
+
+@json_methods("GET")
+@key_or_staff_required
+def session_event(request, session_id, seq):
+    """GET /api/sessions/<session_id>/events/<seq>/: one stored message, whole (pages show long ones as previews)."""
+    session = Session.objects.find(request.organization, session_id)
+    if session is None:
+        return json_error(f"No session {session_id!r} in your organization.", 404)
+    event = Event.objects.filter(session=session, seq=seq).first()
+    if event is None:
+        return json_error(f"Session {session_id!r} has no message with seq {seq}.", 404)
+    return StrictJsonResponse(live.event_from_db(event))

@@ -30,6 +30,15 @@ def fast_retries(settings):
 
 
 @pytest.fixture
+def short_waits(settings):
+    """Agents API waits in tenths of a second, so that slow-upstream tests are fast."""
+    settings.AGENTS_PAGE_WAIT = 0.2
+    settings.AGENTS_DEADLINE = 1.0
+    settings.AGENTS_FAILURE_BACKOFF = 30
+    return settings
+
+
+@pytest.fixture
 def org(db):
     return Organization.objects.create(name="Acme Voice")
 
@@ -133,6 +142,7 @@ def live_settings(settings):
     """Fast timings for the live path."""
     settings.INGEST_FLUSH_INTERVAL = 0.02
     settings.SESSION_END_GRACE = 0.3
+    settings.SESSION_SWEEP_INTERVAL = 0.1
     settings.SESSION_SUMMARY_INTERVAL = 0
     return settings
 
@@ -143,10 +153,10 @@ def live_path(transactional_db, live_settings):
     from rtvi_monitor import live
 
     live.registry.sessions.clear()
-    live.registry.end_timers.clear()
+    live.registry.per_token.clear()
     yield live
     live.registry.sessions.clear()
-    live.registry.end_timers.clear()
+    live.registry.per_token.clear()
     # The writer's thread keeps its connection; close it so the test database can go.
     from django.db import connection
 

@@ -54,3 +54,48 @@ async def receive_until(
         if predicate(frame):
             return frames
     raise AssertionError("predicate never matched")
+
+
+class Page:
+    """What a session page keeps: the server's derived state, patched batch by batch, and the log's seqs."""
+
+    def __init__(self):
+        self.state: dict | None = None
+        self.bases: dict = {}
+        self.seqs: list[int] = []
+
+    @property
+    def version(self) -> int:
+        return self.state["version"] if self.state else -1
+
+    def take(self, frame: dict) -> str:
+        """Fold one frame in; returns "snapshot", "apply", "skip", "gap" or the frame's type."""
+        from rtvi_monitor.state import apply_changes
+
+        kind = frame.get("type")
+        if kind == "snapshot":
+            self.state, self.bases = frame["state"], frame["bases"]
+            self.seqs = sorted({*self.seqs, *(e["seq"] for e in frame["events"])})
+            return kind
+        if kind != "batch":
+            return kind
+        if frame["to"] <= self.version:
+            return "skip"
+        if frame["from"] != self.version:
+            return "gap"
+        apply_changes(self.state, self.bases, frame["changes"])
+        self.seqs += [e["seq"] for e in frame["events"]]
+        return "apply"
+
+
+async def follow(socket: WebsocketCommunicator, page: Page, until, timeout: float = 5) -> list[dict]:
+    """Frames into `page` until until(page, frame); a gap asks for a snapshot, as the page does."""
+    frames = []
+    for _ in range(100_000):
+        frame = await receive(socket, timeout)
+        frames.append(frame)
+        if page.take(frame) == "gap":
+            await send(socket, {"snapshot": True})
+        if until(page, frame):
+            return frames
+    raise AssertionError("never got there")

@@ -1,10 +1,22 @@
 """Agent pages through the real URLconf, with the upstream faked at the httpx layer."""
 
+import time
+
 import httpx
 import pytest
 
 from dashboard.models import Membership, Organization
-from tests.test_agents_service import AGENT, BASE, BODY, DEPLOYMENT, KEY, URL
+from tests.test_agents_service import (
+    AGENT,
+    BASE,
+    BODY,
+    DEPLOYMENT,
+    KEY,
+    URL,
+    answers_after,
+    background_fetches,
+    expire,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -89,6 +101,53 @@ def test_an_upstream_failure_shows_the_last_good_list_and_its_age(staff_client, 
     assert response.status_code == 200
     assert "support-bot" in html
     assert "Showing the last good list" in html and "HTTP 500" in html
+
+
+# Async client: it serves the page on the test's event loop, as daphne does, so
+# the fetch a page stops waiting for goes on (the sync client's loop ends with
+# the request). Committed data: the views query from another thread.
+async def test_a_hung_upstream_never_keeps_the_agents_page_waiting(
+    async_client, staff_user, org, transactional_db, httpx_mock, short_waits
+):
+    short_waits.AGENTS_DEADLINE = 0.5
+    httpx_mock.add_response(url=URL, json=BODY)
+    await async_client.aforce_login(staff_user)
+    await async_client.get("/agents/")
+    await background_fetches()  # however slow the first fetch was, it has filled the cache
+    assert "support-bot" in (await async_client.get("/agents/")).content.decode()
+    await expire(org)
+    httpx_mock.add_callback(answers_after(30), url=URL)
+
+    started = time.monotonic()
+    response = await async_client.get("/agents/")
+    assert time.monotonic() - started < 0.5
+    html = response.content.decode()
+    assert response.status_code == 200 and "support-bot" in html and "(cached)" in html
+
+    await background_fetches()  # given up at the deadline
+    started = time.monotonic()
+    response = await async_client.get("/agents/")
+    assert time.monotonic() - started < 0.5
+    html = response.content.decode()
+    assert response.status_code == 200 and "support-bot" in html
+    assert 'data-testid="stale-banner"' in html and "Showing the last good list, fetched" in html
+    assert "did not answer within 0.5 s" in html
+    assert len(httpx_mock.get_requests()) == 2  # the back-off spared the upstream the second load
+
+
+async def test_a_hung_upstream_and_no_list_yet_is_a_banner_within_the_page_wait(
+    async_client, staff_user, transactional_db, httpx_mock, short_waits
+):
+    short_waits.AGENTS_DEADLINE = 0.5
+    httpx_mock.add_callback(answers_after(30), url=URL)
+    await async_client.aforce_login(staff_user)
+    started = time.monotonic()
+    response = await async_client.get("/agents/")
+    assert time.monotonic() - started < 0.5 + 0.2
+    assert response.status_code == 200
+    assert 'data-testid="error-banner"' in response.content.decode()
+    assert b"has not answered within 0.2 s" in response.content
+    await background_fetches()
 
 
 def test_refresh_fetches_again_and_returns_to_the_page(staff_client, httpx_mock):

@@ -1,7 +1,8 @@
-"""dashboard/agents.py against a faked upstream (pytest-httpx): errors, cache, single-flight."""
+"""dashboard/agents.py against a faked upstream (pytest-httpx): errors, cache, single-flight, slowness."""
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -35,6 +36,42 @@ DEPLOYMENT = {
     "updatedAt": "2025-06-02T11:30:00.000Z",
 }
 BODY = {"services": [AGENT]}
+RENAMED = {"services": [{**AGENT, "name": "renamed"}]}
+
+
+def answers_after(seconds: float, body: dict = RENAMED):
+    """An upstream that answers `body` once `seconds` have passed (or hangs that long)."""
+
+    async def upstream(request):
+        await asyncio.sleep(seconds)
+        return httpx.Response(200, json=body)
+
+    return upstream
+
+
+class Trickle(httpx.AsyncByteStream):
+    """A body sent one byte at a time with a pause before each: no single read ever times out."""
+
+    def __init__(self, body: bytes, pause: float):
+        self.body, self.pause, self.sent = body, pause, 0
+
+    async def __aiter__(self):
+        for byte in self.body:
+            await asyncio.sleep(self.pause)
+            self.sent += 1
+            yield bytes([byte])
+
+
+async def background_fetches():
+    """Let the fetches that pages stopped waiting for finish."""
+    await asyncio.gather(*service._refreshes.values(), return_exceptions=True)
+
+
+async def expire(organization, include_deployment=False):
+    """What AGENTS_CACHE_TTL does: the fresh list goes, the last good copy stays."""
+    from django.core.cache import cache
+
+    await cache.adelete(service._keys(str(organization.pk), include_deployment)["fresh"])
 
 
 @pytest.fixture
@@ -155,6 +192,7 @@ async def test_the_cache_expires_after_the_ttl(httpx_mock, organization, setting
     await get_agents(organization)
     await asyncio.sleep(1.1)
     await get_agents(organization)
+    await background_fetches()
     assert len(httpx_mock.get_requests()) == 2
 
 
@@ -235,3 +273,135 @@ async def test_the_cache_holds_plain_data(httpx_mock, organization):
     entry = await cache.aget(service._keys(str(organization.pk), False)["fresh"])
     json.dumps(entry, default=str)
     assert isinstance(entry["agents"][0], dict)
+
+
+# --- A slow upstream ---------------------------------------------------------
+
+
+async def test_a_trickling_upstream_is_cut_off_at_the_deadline(httpx_mock, settings):
+    settings.AGENTS_DEADLINE = 0.5
+    trickle = Trickle(json.dumps(BODY).encode(), pause=0.05)  # about 20 s in all
+    httpx_mock.add_callback(lambda request: httpx.Response(200, stream=trickle), url=URL)
+    started = time.monotonic()
+    with pytest.raises(AgentsAPIError, match=r"did not answer within 0\.5 s .*AGENTS_DEADLINE"):
+        await fetch_agents(BASE, KEY)
+    assert time.monotonic() - started < 1.0
+    assert 0 < trickle.sent < len(trickle.body)
+
+
+async def test_retries_stop_at_the_deadline(httpx_mock, settings):
+    settings.AGENTS_DEADLINE = 0.5
+    settings.AGENTS_RETRIES = 5
+    settings.AGENTS_RETRY_BACKOFF = 0.2  # 0.2 + 0.4 + 0.8 + ... without a deadline
+    httpx_mock.add_response(url=URL, status_code=503, is_reusable=True)
+    started = time.monotonic()
+    with pytest.raises(AgentsAPIError, match=r"did not answer within 0\.5 s"):
+        await fetch_agents(BASE, KEY)
+    assert time.monotonic() - started < 1.0
+    assert len(httpx_mock.get_requests()) == 2
+
+
+async def test_a_hung_upstream_costs_a_refresh_the_page_wait_and_the_fetch_fills_the_cache_later(
+    httpx_mock, organization, short_waits
+):
+    httpx_mock.add_response(url=URL, json=BODY)
+    good = await get_agents(organization)
+    httpx_mock.add_callback(answers_after(0.5), url=URL)
+
+    started = time.monotonic()
+    listing = await get_agents(organization, refresh=True)
+    assert time.monotonic() - started < 0.5  # the page wait (0.2 s), not the upstream
+    assert listing.stale and listing.agents == good.agents and listing.age_seconds >= 0
+    assert "has not answered within 0.2 s" in listing.error
+
+    await background_fetches()
+    later = await get_agents(organization)
+    assert [a.name for a in later.agents] == ["renamed"] and not later.error
+    assert len(httpx_mock.get_requests()) == 2
+
+
+async def test_a_hung_upstream_with_no_list_yet_says_the_list_is_coming(httpx_mock, organization, short_waits):
+    httpx_mock.add_callback(answers_after(0.5, BODY), url=URL)
+    started = time.monotonic()
+    listing = await get_agents(organization)
+    assert time.monotonic() - started < 0.5
+    assert listing.agents == [] and listing.fetched_at is None
+    assert "still being asked" in listing.error
+
+    await background_fetches()
+    assert [a.name for a in (await get_agents(organization)).agents] == ["support-bot"]
+
+
+async def test_a_hung_upstream_is_given_up_at_the_deadline_in_the_background(httpx_mock, organization, short_waits):
+    short_waits.AGENTS_DEADLINE = 0.5
+    httpx_mock.add_callback(answers_after(30), url=URL)
+    assert "still being asked" in (await get_agents(organization)).error
+    started = time.monotonic()
+    await background_fetches()
+    assert time.monotonic() - started < 0.5
+    assert "did not answer within 0.5 s" in (await get_agents(organization)).error
+
+
+async def test_after_a_failure_loads_do_not_call_the_upstream_for_the_backoff(httpx_mock, organization, short_waits):
+    short_waits.AGENTS_RETRIES = 0
+    httpx_mock.add_response(url=URL, json=BODY)
+    good = await get_agents(organization)
+    await expire(organization)
+    httpx_mock.add_response(url=URL, status_code=503)
+    await get_agents(organization)  # the last good list at once; the refresh fails behind it
+    await background_fetches()
+    assert len(httpx_mock.get_requests()) == 2
+
+    for _ in range(10):
+        listing = await get_agents(organization)
+        assert listing.stale and listing.agents == good.agents and listing.age_seconds >= 0
+        assert "HTTP 503" in listing.error
+    assert len(httpx_mock.get_requests()) == 2
+
+
+async def test_after_a_failure_with_no_list_loads_do_not_call_the_upstream_either(
+    httpx_mock, organization, short_waits
+):
+    httpx_mock.add_response(url=URL, status_code=401)
+    for _ in range(5):
+        listing = await get_agents(organization)
+        assert listing.agents == [] and "refused the key" in listing.error
+    assert len(httpx_mock.get_requests()) == 1
+
+
+async def test_a_refresh_asks_the_upstream_during_the_backoff(httpx_mock, organization, short_waits):
+    httpx_mock.add_response(url=URL, status_code=401)
+    httpx_mock.add_response(url=URL, json=BODY)
+    await get_agents(organization)
+    listing = await get_agents(organization, refresh=True)
+    assert [a.name for a in listing.agents] == ["support-bot"] and not listing.error
+
+
+async def test_the_upstream_is_asked_again_when_the_backoff_is_over(httpx_mock, organization, short_waits):
+    short_waits.AGENTS_FAILURE_BACKOFF = 0.3
+    httpx_mock.add_response(url=URL, status_code=401)
+    httpx_mock.add_response(url=URL, json=BODY)
+    await get_agents(organization)
+    await get_agents(organization)
+    assert len(httpx_mock.get_requests()) == 1
+    await asyncio.sleep(0.4)
+    assert [a.name for a in (await get_agents(organization)).agents] == ["support-bot"]
+
+
+async def test_an_expired_list_is_served_at_once_and_refreshed_once_for_twenty_callers(
+    httpx_mock, organization, short_waits
+):
+    httpx_mock.add_response(url=URL, json=BODY)
+    good = await get_agents(organization)
+    await expire(organization)
+    httpx_mock.add_callback(answers_after(0.5), url=URL)
+
+    started = time.monotonic()
+    results = await asyncio.gather(*(get_agents(organization) for _ in range(20)))
+    assert time.monotonic() - started < 0.5  # nobody waited for the upstream
+    assert all(r.agents == good.agents and r.fetched_at == good.fetched_at and not r.error for r in results)
+
+    await background_fetches()
+    assert len(httpx_mock.get_requests()) == 2
+    refreshed = await get_agents(organization)
+    assert [a.name for a in refreshed.agents] == ["renamed"] and refreshed.from_cache

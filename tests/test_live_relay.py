@@ -7,6 +7,7 @@ one), so the closes and the end-to-end relay are checked here too.
 import asyncio
 import json
 import re
+import time
 import uuid
 
 import httpx
@@ -14,7 +15,7 @@ import pytest
 import websockets
 
 from tests.server import DaphneServer
-from tests.sockets import rtvi, wrap
+from tests.sockets import Page, rtvi, wrap
 
 pytestmark = pytest.mark.timeout(120)
 # Names new in every run, so a shared database (DATABASE_URL) never sees them twice.
@@ -24,7 +25,8 @@ ORG, OTHER, USER = f"Acme-{RUN}", f"Globex-{RUN}", f"ops-{RUN}"
 
 @pytest.fixture(scope="module")
 def server():
-    with DaphneServer(env={"SESSION_END_GRACE": "1", "SESSION_SUMMARY_INTERVAL": "0.2"}) as running:
+    env = {"SESSION_END_GRACE": "1", "SESSION_SUMMARY_INTERVAL": "0.2", "SESSION_SWEEP_INTERVAL": "0.5"}
+    with DaphneServer(env=env) as running:
         running.ingest_token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
         running.api_key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
         running.other_token = running.manage("create_ingest_token", "--org", OTHER).splitlines()[-1]
@@ -88,6 +90,16 @@ async def test_a_browser_without_login_is_rejected_on_the_wire(server):
             pass
 
 
+async def follow(socket, page: Page, until, timeout: float = 10) -> None:
+    """A page's loop on a real socket: apply what fits, ask for a snapshot on a gap, acknowledge."""
+    while not until(page):
+        frame = json.loads(await asyncio.wait_for(socket.recv(), timeout))
+        if page.take(frame) == "gap" or frame["type"] == "resync":
+            await socket.send(json.dumps({"snapshot": True}))
+        else:
+            await socket.send(json.dumps({"ack": page.version}))
+
+
 async def test_two_browsers_see_every_message_in_order_and_the_store_has_them_all(server):
     cookie = await session_cookie(server)
     count = 300
@@ -96,15 +108,11 @@ async def test_two_browsers_see_every_message_in_order_and_the_store_has_them_al
         assert json.loads(await ingest.recv()) == {"ack": 1}
 
         async def watch():
-            got = []
+            page = Page()
             async with browser(server, "/ws/sessions/live-two/", cookie) as socket:
                 ready.set()
-                while not got or got[-1] < count:
-                    frame = json.loads(await asyncio.wait_for(socket.recv(), 10))
-                    if frame["type"] in ("snapshot", "events"):
-                        got += [e["seq"] for e in frame["events"]]
-                        await socket.send(json.dumps({"ack": got[-1]}))
-            return got
+                await follow(socket, page, lambda p: p.version >= count)
+            return page
 
         ready = asyncio.Event()
         first = asyncio.create_task(watch())
@@ -120,7 +128,9 @@ async def test_two_browsers_see_every_message_in_order_and_the_store_has_them_al
         while len(acks) < count - 1:
             acks.add(json.loads(await asyncio.wait_for(ingest.recv(), 10))["ack"])
         one, two = await asyncio.gather(first, second)
-    assert one == two == list(range(1, count + 1))
+    assert one.state == two.state
+    assert one.state["llm"]["current_tokens"] == "".join(f" w{seq}" for seq in range(2, count + 1))
+    assert one.state["counts"]["total"] == count
 
     async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}) as api:
         lines = (await api.get("/api/sessions/live-two/events.ndjson")).text.splitlines()
@@ -152,18 +162,39 @@ async def test_a_browser_resumes_without_gaps_after_the_server_restarts(server):
     cookie = await session_cookie(server)
     async with bot(server, "live-restart") as ingest:
         for seq in range(1, 21):
-            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": str(seq)}))))
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
         for _ in range(20):
             await ingest.recv()
     async with browser(server, "/ws/sessions/live-restart/", cookie) as socket:
         snapshot = json.loads(await socket.recv())
-        assert snapshot["last_seq"] == 20
+        assert snapshot["state"]["version"] == 20
     server.restart()
     async with bot(server, "live-restart") as ingest:
         for seq in range(15, 31):  # a bot resends what it had not seen acknowledged
-            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": str(seq)}))))
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
         for _ in range(16):
             await ingest.recv()
-    async with browser(server, "/ws/sessions/live-restart/?since=20", cookie) as socket:
+    async with browser(server, "/ws/sessions/live-restart/", cookie) as socket:
         snapshot = json.loads(await socket.recv())
-    assert [e["seq"] for e in snapshot["events"]] == list(range(21, 31))
+    assert [e["seq"] for e in snapshot["events"]] == list(range(1, 31))
+    assert snapshot["state"]["counts"]["total"] == 30
+    assert snapshot["state"]["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(1, 31))
+
+
+async def test_a_session_whose_server_was_killed_ends_after_a_restart(server):
+    """kill -9 mid-session: the restarted server's sweep ends it within the grace plus one sweep."""
+    async with bot(server, "live-killed") as ingest:
+        await ingest.send(json.dumps(wrap(1, rtvi("bot-ready", {"version": "2.1.0"}))))
+        await ingest.recv()
+        server.process.kill()  # no shutdown hook, no disconnect: the session stays "live" in the database
+        server.process.wait()
+    server.start(migrate=False)
+    restarted = time.monotonic()
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        while (body := (await api.get("/api/sessions/live-killed/")).json())["status"] == "live":
+            # The killed process must first stop counting as alive (3 sweeps + 5 s), then the grace runs out.
+            assert time.monotonic() - restarted < 3 * 0.5 + 5 + 1 + 0.5 + 3, "the session never ended"
+            await asyncio.sleep(0.2)
+    assert body["end_reason"] == "server restarted"
+    assert body["ended_at"] == body["last_event_at"]  # it ended when its bot was last heard, not at the sweep

@@ -1,12 +1,13 @@
 """Browser sockets through the real router: login, origin, isolation, snapshots, live relay, backfill."""
 
 import asyncio
+import json
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from dashboard.models import Membership
-from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
+from tests.sockets import Page, bot_socket, browser_socket, follow, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
 
@@ -29,10 +30,6 @@ async def open_browser(path, cookie, **kwargs):
     socket = browser_socket(path, cookie, **kwargs)
     connected, code = await socket.connect()
     return socket, connected, code
-
-
-def seqs(frames) -> list[int]:
-    return [e["seq"] for f in frames if f.get("type") in ("snapshot", "events") for e in f["events"]]
 
 
 async def test_a_browser_without_login_is_refused(ingest_token):
@@ -66,6 +63,17 @@ async def test_a_browser_never_sees_another_organizations_session(other_org, sta
     await bot.disconnect()
 
 
+def server_state(session_id="s1") -> dict:
+    from rtvi_monitor import live
+
+    (here,) = [s for s in live.registry.sessions.values() if s.session_id == session_id]
+    return json.loads(json.dumps(here.state.to_dict()))
+
+
+def at_version(n):
+    return lambda page, frame: page.version >= n
+
+
 async def test_on_connect_a_browser_gets_the_state_and_recent_events(ingest_token, staff_cookie):
     bot = await start_bot(ingest_token, count=5)
     browser, connected, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
@@ -73,72 +81,76 @@ async def test_on_connect_a_browser_gets_the_state_and_recent_events(ingest_toke
     snapshot = await receive(browser)
     assert snapshot["type"] == "snapshot"
     assert [e["seq"] for e in snapshot["events"]] == [1, 2, 3, 4, 5]
-    assert snapshot["last_seq"] == 5
-    assert snapshot["state"]["counts"]["total"] == 5
+    assert snapshot["state"]["version"] == 5 and snapshot["state"]["counts"]["total"] == 5
+    assert snapshot["state"] == server_state()
     assert snapshot["session"]["id"] == "s1" and snapshot["session"]["status"] == "live"
+    assert snapshot["session"]["bot"] == "connected"
     await browser.disconnect()
     await bot.disconnect()
 
 
-async def test_two_browsers_receive_identical_live_streams(ingest_token, staff_cookie):
+async def test_two_browsers_keep_the_servers_state_exactly(ingest_token, staff_cookie):
     bot = await start_bot(ingest_token)
     one, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
     two, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
-    await receive(one), await receive(two)
+    pages = Page(), Page()
     for i in range(1, 101):
         await send(bot, wrap(i, token_message(i)))
-    got_one = await receive_until(one, lambda f: f.get("events") and f["events"][-1]["seq"] == 100)
-    got_two = await receive_until(two, lambda f: f.get("events") and f["events"][-1]["seq"] == 100)
-    assert seqs(got_one) == seqs(got_two) == list(range(1, 101))
-    assert [e["message"] for f in got_one for e in f["events"]] == [token_message(i) for i in range(1, 101)]
+    for socket, page in zip((one, two), pages, strict=True):
+        await follow(socket, page, at_version(100))
+    assert pages[0].seqs == pages[1].seqs == list(range(1, 101))
+    assert pages[0].state == pages[1].state == server_state()
+    assert pages[0].state["llm"]["current_tokens"] == "".join(f" t{i}" for i in range(1, 101))
     for socket in (one, two, bot):
         await socket.disconnect()
 
 
-async def test_a_late_joiner_gets_the_backlog_then_live(ingest_token, staff_cookie):
+async def test_a_late_joiner_gets_the_state_then_patches(ingest_token, staff_cookie):
     bot = await start_bot(ingest_token, count=50)
     late, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
-    snapshot = await receive(late)
+    page = Page()
     await send(bot, wrap(51, token_message(51)))
-    live = await receive_until(late, lambda f: f.get("events") and f["events"][-1]["seq"] == 51)
-    assert seqs([snapshot, *live]) == list(range(1, 52))
+    await follow(late, page, at_version(51))
+    assert page.seqs == list(range(1, 52))
+    assert page.state == server_state()
     await late.disconnect()
     await bot.disconnect()
 
 
-async def test_a_browser_that_reconnects_with_since_gets_exactly_what_it_missed(ingest_token, staff_cookie):
+async def test_a_browser_that_reconnects_gets_a_state_with_what_it_missed(ingest_token, staff_cookie):
     bot = await start_bot(ingest_token, count=10)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
-    assert (await receive(browser))["last_seq"] == 10
+    assert (await receive(browser))["state"]["version"] == 10
     await browser.disconnect()
     await send(bot, {"batch": [wrap(i, token_message(i)) for i in range(11, 21)]})
     for _ in range(10):
         await receive(bot)
-    back, _, _ = await open_browser("/ws/sessions/s1/?since=10", staff_cookie)
-    snapshot = await receive(back)
-    assert [e["seq"] for e in snapshot["events"]] == list(range(11, 21))
+    back, _, _ = await open_browser("/ws/sessions/s1/?since=\u00b2", staff_cookie)
+    page = Page()
+    await follow(back, page, at_version(20))
     await send(bot, wrap(21, token_message(21)))
-    (live,) = await receive_until(back, lambda f: f.get("type") == "events")
-    assert [e["seq"] for e in live["events"]] == [21]
+    await follow(back, page, at_version(21))
+    assert page.state == server_state()
     await back.disconnect()
     await bot.disconnect()
 
 
-async def test_a_relay_lost_on_the_way_is_backfilled_from_the_database(ingest_token, staff_cookie, monkeypatch):
-    """group_send may drop (full channel, Redis blip): the next batch reveals the gap."""
+async def test_a_relay_lost_on_the_way_is_made_good_by_a_snapshot(ingest_token, staff_cookie, monkeypatch):
+    """group_send may drop (full channel, Redis blip): the next batch does not fit, and the page resyncs."""
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()  # whichever is configured: in-memory, or Redis with REDIS_URL
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
-    await receive(browser)
+    page = Page()
+    page.take(await receive(browser))
     real_group_send = layer.group_send
     dropped = []
 
     async def lossy(group, message):
-        if message.get("type") == "session.events" and not dropped:
-            dropped.append(message["first_seq"])
+        if message.get("type") == "session.batch" and not dropped:
+            dropped.append(message["to"])
             return None
         return await real_group_send(group, message)
 
@@ -146,9 +158,10 @@ async def test_a_relay_lost_on_the_way_is_backfilled_from_the_database(ingest_to
     await send(bot, wrap(1, token_message(1)))
     await receive(bot)
     await send(bot, wrap(2, token_message(2)))
-    frames = await receive_until(browser, lambda f: f.get("events") and f["events"][-1]["seq"] == 2)
+    frames = await follow(browser, page, at_version(2))
     assert dropped == [1]
-    assert seqs(frames) == [1, 2]
+    assert [f["type"] for f in frames] == ["batch", "snapshot"]  # the gap, then the state with both
+    assert page.state == server_state()
     await browser.disconnect()
     await bot.disconnect()
 
@@ -166,16 +179,14 @@ async def test_a_browser_that_stops_acknowledging_is_told_to_resync_and_gets_no_
     for _ in range(100):
         await receive(bot)
     frames = await receive_until(browser, lambda f: f.get("type") == "resync")
-    assert frames[-1]["after_seq"] == 0
     await asyncio.sleep(0.2)
     assert await browser.receive_nothing(0.3)  # nothing more while it is behind
-    sent = seqs(frames)
-    assert 20 <= len(sent) < 100
-    # It catches up by asking for what it missed.
-    await send(browser, {"ack": sent[-1]})
-    await send(browser, {"since": sent[-1]})
+    sent = [f["to"] for f in frames if f["type"] == "batch"]
+    assert 20 <= sent[-1] < 100
+    # It catches up with a fresh snapshot.
+    await send(browser, {"snapshot": True})
     snapshot = await receive(browser)
-    assert [e["seq"] for e in snapshot["events"]] == list(range(sent[-1] + 1, 101))
+    assert snapshot["type"] == "snapshot" and snapshot["state"]["version"] == 100
     await browser.disconnect()
     await bot.disconnect()
 
@@ -184,15 +195,15 @@ async def test_a_browser_that_acknowledges_is_never_paused(ingest_token, staff_c
     settings.BROWSER_MAX_LAG = 20
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
-    await receive(browser)
-    got = []
+    page = Page()
+    page.take(await receive(browser))
     for i in range(1, 101):
         await send(bot, wrap(i, token_message(i)))
         if i % 10 == 0:
-            frames = await receive_until(browser, lambda f, i=i: f.get("events") and f["events"][-1]["seq"] == i)
-            got += seqs(frames)
-            await send(browser, {"ack": got[-1]})
-    assert got == list(range(1, 101))
+            frames = await follow(browser, page, at_version(i))
+            assert all(f["type"] == "batch" for f in frames)
+            await send(browser, {"ack": page.version})
+    assert page.seqs == list(range(1, 101))
     await browser.disconnect()
     await bot.disconnect()
 

@@ -1,7 +1,29 @@
-// A WebSocket that reconnects with backoff and says when it is down.
+// A WebSocket that reconnects with backoff, says when it is down, and joins frames sent in parts.
 
 /**
- * @param {() => string} url     path to connect to (called at each attempt, so it can carry ?since=)
+ * Turns the socket's text messages into frames. A frame too big for one
+ * message comes as consecutive {"type": "part", "data": "...", "last": bool}
+ * messages: their data, joined, is the frame's JSON.
+ * @returns {(text: string) => object | null} the frame, or null while its parts are still coming
+ */
+export function frameReader() {
+  let parts = [];
+  return (text) => {
+    const frame = JSON.parse(text);
+    if (frame === null || typeof frame !== "object" || frame.type !== "part") {
+      parts = []; // a whole frame: parts left unfinished before it can never complete
+      return frame;
+    }
+    parts.push(typeof frame.data === "string" ? frame.data : "");
+    if (frame.last !== true) return null;
+    const whole = parts.join("");
+    parts = [];
+    return JSON.parse(whole);
+  };
+}
+
+/**
+ * @param {() => string} url     path to connect to (called at each attempt)
  * @param {(frame: object, socket: WebSocket) => void} onFrame
  * @param {HTMLElement} status   element whose text says connected / disconnected
  */
@@ -10,13 +32,23 @@ export function liveSocket(url, onFrame, status) {
   let socket = null;
   const open = () => {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const read = frameReader(); // parts never span connections
     socket = new WebSocket(`${scheme}//${location.host}${url()}`);
     socket.onopen = () => {
       delay = 500;
       status.textContent = "live";
       status.classList.remove("down");
     };
-    socket.onmessage = (message) => onFrame(JSON.parse(message.data), socket);
+    socket.onmessage = (message) => {
+      let frame;
+      try {
+        frame = read(message.data);
+      } catch (error) {
+        console.error("unreadable frame", error); // a page that keeps a model notices the gap and asks again
+        return;
+      }
+      if (frame !== null) onFrame(frame, socket);
+    };
     socket.onclose = () => {
       status.textContent = `disconnected, retrying in ${Math.round(delay / 1000)} s…`;
       status.classList.add("down");

@@ -1,172 +1,212 @@
-// Unit tests for static/js/viewmodel.js (node --test tests/js/).
+// Unit tests for static/js/viewmodel.js (node --test tests/js/): formatting the server's derived state.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { applyEvents, createView, latencyStats, metricSeries, newEvents, speaker, timelineRows } from "../../static/js/viewmodel.js";
+import {
+  clock,
+  countsText,
+  eventType,
+  fatalText,
+  formatValue,
+  isPreview,
+  latencySeries,
+  latencyText,
+  mergeEvents,
+  messageText,
+  metricSeries,
+  peerText,
+  sessionStatus,
+  speaker,
+  timelineEnd,
+  timelineMarkers,
+  timelineRows,
+  timelineStart,
+  totalsText,
+  transcriptEntries,
+} from "../../static/js/viewmodel.js";
 
 const T0 = 1_750_000_000;
-let seq = 0;
-const ev = (type, data, dt = 0.1, extra = {}) => {
-  seq += 1;
-  return { seq, direction: "to-client", type, received_at: T0 + seq * dt, sent_at: null, valid: true, error: "",
-           message: { label: "rtvi-ai", type, ...(data === undefined ? {} : { data }) }, ...extra };
-};
-const fresh = () => {
-  seq = 0;
-  return createView({ session: { id: "s" }, state: {}, events: [], last_seq: 0 });
-};
 
-test("user partials are replaced by the final text", () => {
-  const view = applyEvents(fresh(), [
-    ev("user-transcription", { text: "where is", final: false }),
-    ev("user-transcription", { text: "Where is my order?", final: true }),
-  ]);
-  assert.deepEqual(view.transcript.map((t) => [t.role, t.text, t.final]), [["user", "Where is my order?", true]]);
+test("the speaker comes from state.speaking", () => {
+  assert.equal(speaker({ speaking: { user: true, bot: false } }), "user");
+  assert.equal(speaker({ speaking: { user: false, bot: true } }), "bot");
+  assert.equal(speaker({ speaking: { user: true, bot: true } }), "both");
+  assert.equal(speaker({ speaking: { user: false, bot: false } }), "nobody");
+  assert.equal(speaker({}), "nobody");
 });
 
-test("a bot sentence sent four ways shows once, from bot-output", () => {
-  const view = applyEvents(fresh(), [
-    ev("bot-llm-text", { text: "It" }), ev("bot-llm-text", { text: " ships." }),
-    ev("bot-output", { text: "It ships.", spoken: false, segment_id: 1, will_be_spoken: true, spoken_status: "new" }),
-    ev("bot-tts-text", { text: "It ships." }),
-    ev("bot-transcription", { text: " It ships." }),
-    ev("bot-output", { text: "It ships.", spoken: true, segment_id: 1, will_be_spoken: true, spoken_status: "completed" }),
-  ]);
-  assert.equal(view.transcript.length, 1);
-  assert.deepEqual([view.transcript[0].text, view.transcript[0].source], ["It ships.", "bot-output"]);
+test("latency is the server's, written out", () => {
+  assert.equal(latencyText({ p50: 812.4, p95: 1500, max: 2100.6 }, 3), "p50 812 ms · p95 1500 ms · max 2101 ms (3 turns)");
+  assert.equal(latencyText({ p50: 800, p95: 800, max: 800 }, 1), "p50 800 ms · p95 800 ms · max 800 ms (1 turn)");
+  assert.equal(latencyText({ p50: null, p95: null, max: null }, 0), "—");
+  assert.equal(latencyText(undefined, 0), "—");
 });
 
-test("bot text falls back to tokens when nothing better comes", () => {
-  const view = applyEvents(fresh(), [ev("bot-llm-text", { text: "Hel" }), ev("bot-llm-text", { text: "lo." })]);
-  assert.equal(view.transcript[0].text, "Hello.");
-  assert.equal(view.llm.current_tokens, "Hello.");
+test("totals, counts and the peers are one line each", () => {
+  assert.equal(totalsText({ characters: 42, prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, stt_audio_seconds: 0 }), "15 tokens (10 prompt, 5 completion) · 42 characters");
+  assert.match(totalsText({ stt_audio_seconds: 2.5 }), /2\.5 s of audio transcribed$/);
+  assert.equal(countsText({ total: 7, invalid: 1, unknown: 2 }), "7 messages · 1 invalid · 2 of unknown type");
+  assert.equal(peerText("2.2.0", { library: "pipecat-ai" }), '2.2.0 · {"library":"pipecat-ai"}');
+  assert.equal(peerText(null, null), "?");
 });
 
-test("chat input is one typed line", () => {
-  const view = applyEvents(fresh(), [
-    { ...ev("send-text", { content: "Book a table" }), direction: "from-client" },
-    ev("user-input", { text: "Book a table", input_type: "chat" }),
-  ]);
-  assert.deepEqual(view.transcript.map((t) => [t.source, t.text]), [["chat", "Book a table"]]);
+test("a preview shows its start, its length and the message that holds it whole", () => {
+  const preview = { truncated: true, preview: '{"rows":[1,2', length: 9000, seq: 17 };
+  assert.equal(isPreview(preview), true);
+  assert.equal(formatValue(preview), '{"rows":[1,2… (9000 characters; full message #17)');
+  assert.equal(formatValue({ truncated: true, preview: "abc", length: 5000 }), "abc… (5000 characters)");
+  // A bot's own object that only looks a bit like one is shown as it is.
+  assert.equal(isPreview({ truncated: true, preview: "x", length: 1, type: "server-message" }), false);
+  assert.equal(formatValue({ order: 42 }), '{"order":42}');
+  assert.equal(formatValue("<img src=x>"), "<img src=x>");
+  assert.equal(formatValue(null), "null");
 });
 
-test("speaking state follows the messages", () => {
-  const view = fresh();
-  applyEvents(view, [ev("user-started-speaking")]);
-  assert.equal(speaker(view), "user");
-  applyEvents(view, [ev("user-stopped-speaking"), ev("bot-started-speaking")]);
-  assert.equal(speaker(view), "bot");
-  applyEvents(view, [ev("bot-stopped-speaking")]);
-  assert.equal(speaker(view), "nobody");
+test("the log shows raw text as it came, previews as their start, JSON indented", () => {
+  assert.equal(messageText("not json {"), "not json {");
+  assert.equal(messageText({ type: "x" }), '{\n  "type": "x"\n}');
+  assert.equal(messageText({ truncated: true, preview: '{"type":"bot-llm-text"', length: 20000 }), '{"type":"bot-llm-text"… (20000 characters)');
 });
 
-test("turn latency runs from user stopped to bot started, with ttfb in ms", () => {
-  const view = applyEvents(fresh(), [
-    ev("user-stopped-speaking", undefined, 1),
-    ev("metrics", { ttfb: [{ processor: "OpenAILLMService#0", model: "gpt-4o", value: 0.25 }] }, 1),
-    ev("bot-started-speaking", undefined, 1),
-  ]);
-  assert.equal(view.turns.length, 1);
-  assert.equal(view.turns[0].latency_ms, 2000);
-  assert.equal(view.turns[0].llm_ttfb_ms, 250);
-  assert.deepEqual(latencyStats(view.turns), { p50: 2000, p95: 2000, max: 2000 });
+test("a log row's type comes from the stored type, then the message", () => {
+  assert.equal(eventType({ type: "bot-ready", message: {} }), "bot-ready");
+  assert.equal(eventType({ type: null, message: { type: "metrics" } }), "metrics");
+  assert.equal(eventType({ type: "", message: "<img src=x>" }), "(not JSON)");
+  assert.equal(eventType({ message: { truncated: true, preview: "{", length: 9000 } }), "(not JSON)");
 });
 
-test("metrics become series in milliseconds, with token totals", () => {
-  const view = applyEvents(fresh(), [
-    ev("metrics", { ttfb: [{ processor: "llm", model: "m", value: 0.1 }] }),
-    ev("metrics", { ttfb: [{ processor: "tts", value: 0.2 }] }),
-    ev("metrics", { tokens: [{ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }] }),
-    ev("metrics", {}),
-  ]);
-  const { names, data } = metricSeries(view, "ttfb");
+test("the log keeps one row per seq, in order, the newest 2000", () => {
+  const ev = (seq) => ({ seq });
+  let log = mergeEvents([], [ev(1), ev(2), ev(3)]);
+  assert.deepEqual(log.map((e) => e.seq), [1, 2, 3]);
+  assert.equal(mergeEvents(log, [ev(2), ev(3)]), log, "nothing new: the same log");
+  log = mergeEvents(log, [ev(3), ev(5), ev(4)]);
+  assert.deepEqual(log.map((e) => e.seq), [1, 2, 3, 4, 5]);
+  const many = Array.from({ length: 2500 }, (_, i) => ev(i + 10));
+  log = mergeEvents(log, many);
+  assert.equal(log.length, 2000);
+  assert.deepEqual([log[0].seq, log.at(-1).seq], [510, 2509]);
+  assert.equal(mergeEvents(log, [ev(1)]).length, 2000, "an old one comes and goes");
+});
+
+test("the status pill says live, bot away since when, or ended and why", () => {
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: false }), { kind: "live", text: "live" });
+  const since = new Date(2025, 5, 1, 9, 5, 7);
+  const away = sessionStatus({ status: "live", bot: "away", away_since: since.toISOString() }, { ended: false });
+  assert.equal(away.kind, "away");
+  assert.equal(away.text, "bot away since 09:05:07 — the session ends if it does not return within the grace period");
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "bot disconnected", bot: null }, {}), { kind: "ended", text: "ended (bot disconnected)" });
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: true, end_reason: "fatal error" }), { kind: "ended", text: "ended (fatal error)" });
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "" }, null), { kind: "ended", text: "ended" });
+  assert.equal(clock(new Date("not a date")), "?");
+});
+
+test("the transcript interleaves lines, calls, server messages and errors by time", () => {
+  const state = {
+    transcript: [
+      { role: "user", text: "Where is my order?", final: true, source: "voice", seq: 3, at: T0 + 1 },
+      { role: "bot", text: "Let me", final: true, source: "bot-output", seq: 9, at: T0 + 3, interrupted: true },
+      { role: "user", text: "Book a table", final: true, source: "chat", seq: 12, at: T0 + 6 },
+      { role: "user", text: "wait", final: false, source: "voice", seq: 13, at: T0 + 7 },
+      { role: "bot", text: "", final: true, source: "bot-output", seq: 14, at: T0 + 8, interrupted: true },
+    ],
+    function_calls: [
+      { tool_call_id: "c1", function_name: "lookup", args: { id: 1 }, status: "completed", result: { truncated: true, preview: "{", length: 3000, seq: 8 }, started_at: T0 + 2, ended_at: T0 + 2.5, duration_ms: 500, seq: 7 },
+    ],
+    server_messages: [{ seq: 10, at: T0 + 4, data: { order: 42 } }],
+    errors: [
+      { seq: 11, at: T0 + 5, message: "no such request", fatal: false, type: "error-response", id: "r1", request_type: "client-message" },
+      { seq: 15, at: T0 + 9, message: "dead", fatal: true, type: "error", id: null, request_type: null },
+    ],
+  };
+  assert.deepEqual(
+    transcriptEntries(state).map((e) => [e.className, e.who, e.text]),
+    [
+      ["user", "user", "Where is my order?"],
+      ["note", undefined, 'function lookup: completed in 500 ms · args {"id":1} · result {… (3000 characters; full message #8)'],
+      ["bot interrupted", "bot (interrupted)", "Let me"],
+      ["note", undefined, 'server message: {"order":42}'],
+      ["note err", undefined, "error-response (to client-message): no such request"],
+      ["user", "user (typed)", "Book a table"],
+      ["user partial", "user", "wait"],
+      ["bot interrupted", "bot (interrupted)", "(interrupted before the first word)"],
+      ["note err", undefined, "fatal error: dead"],
+    ],
+  );
+  assert.equal(fatalText(state), "Fatal error: dead");
+});
+
+test("metric series for uPlot come from state.metrics, aligned on time", () => {
+  const state = { metrics: { ttfb: { "llm|m": [[T0 + 1, 100]], "tts|": [[T0 + 2, 200]] }, ttfat: { "llm|": [[T0, 400]] } } };
+  const { names, data } = metricSeries(state, "ttfb");
   assert.deepEqual(names, ["llm|m", "tts"]);
-  assert.equal(data[0].length, 2);
-  assert.deepEqual(data[1], [100, null]);
-  assert.deepEqual(data[2], [null, 200]);
-  assert.equal(view.totals.total_tokens, 15);
+  assert.deepEqual(data, [[T0 + 1, T0 + 2], [100, null], [null, 200]]);
+  assert.deepEqual(metricSeries(state, "ttfat").data[1], [400]);
+  assert.deepEqual(metricSeries({}, "processing"), { names: [], data: [[]] });
+  assert.deepEqual(metricSeries({ metrics: { ttfb: { "|": [[T0, 1]] } } }, "ttfb").names, ["(all)"]);
 });
 
-test("errors and a fatal one", () => {
-  const view = applyEvents(fresh(), [ev("error", { error: "boom", fatal: false }), ev("error", { message: "dead", fatal: true })]);
-  assert.deepEqual(view.errors.map((e) => e.message), ["boom", "dead"]);
-  assert.equal(view.fatal, true);
-});
-
-test("function calls are correlated by tool_call_id", () => {
-  const view = applyEvents(fresh(), [
-    ev("llm-function-call-started", {}),
-    ev("llm-function-call-in-progress", { tool_call_id: "c1", function_name: "lookup" }),
-    ev("llm-function-call-stopped", { tool_call_id: "c1", cancelled: false }),
-  ]);
-  assert.equal(view.functionCalls.length, 1);
-  assert.deepEqual([view.functionCalls[0].function_name, view.functionCalls[0].status], ["lookup", "completed"]);
-});
-
-test("duplicates are skipped and gaps are detected", () => {
-  const view = fresh();
-  const events = [ev("bot-llm-text", { text: "a" }), ev("bot-llm-text", { text: "b" })];
-  applyEvents(view, events);
-  applyEvents(view, events);
-  assert.equal(view.llm.current_tokens, "ab");
-  assert.equal(view.log.length, 2);
-  assert.deepEqual(newEvents(2, [{ seq: 2 }, { seq: 3 }]), { fresh: [{ seq: 3 }], gap: false });
-  assert.equal(newEvents(2, [{ seq: 5 }]).gap, true);
-});
-
-test("invalid messages go to the log only", () => {
-  const view = applyEvents(fresh(), [{ seq: 1, direction: "to-client", valid: false, error: "not JSON", message: "<img src=x>", received_at: T0 }]);
-  assert.equal(view.log.length, 1);
-  assert.equal(view.transcript.length, 0);
-});
-
-test("a snapshot's state seeds the view", () => {
-  const view = createView({
-    session: { id: "s" },
-    state: { speaking: { user: true, bot: false }, transcript: [{ role: "bot", text: "Hi", final: false, source: "bot-output" }], turns: [{ latency_ms: 800 }] },
-    events: [],
-    last_seq: 40,
-  });
-  assert.equal(speaker(view), "user");
-  assert.equal(view.lastSeq, 40);
-  applyEvents(view, [{ ...ev("bot-llm-text", { text: " there" }), seq: 41 }]);
-  assert.equal(view.transcript.length, 1, "continues the unfinished bot line");
-  assert.equal(view.transcript[0].text, "Hi", "spoken text outranks tokens");
+test("the latency chart numbers turns by their index and draws the server's p50 and p95", () => {
+  const state = {
+    turns: [
+      { index: 4, latency_ms: 900 },
+      { index: 5, latency_ms: null },
+      { index: 6, latency_ms: 1200 },
+    ],
+    latency: { p50: 900, p95: 1200, max: 1200 },
+  };
+  assert.deepEqual(latencySeries(state), [[5, 7], [900, 1200], [900, 900], [1200, 1200]]);
+  assert.deepEqual(latencySeries({}), [[], [], [], []]);
 });
 
 test("the timeline has a lane per activity, clipped to its window", () => {
-  const view = applyEvents(fresh(), [
-    ev("user-started-speaking", undefined, 1), // t=1
-    ev("user-stopped-speaking", undefined, 1), // t=2
-    ev("bot-started-speaking", undefined, 1), // t=3
-    ev("user-started-speaking", undefined, 1), // t=4: barge-in
-    ev("bot-llm-started", undefined, 1), // t=5, still busy
-  ]);
-  const rows = Object.fromEntries(timelineRows(view, T0 + 1.5, T0 + 10).map((r) => [r.lane, r.spans]));
+  const state = {
+    intervals: {
+      user_speaking: [[T0 + 1, T0 + 2], [T0 + 4, null]],
+      bot_speaking: [[T0 + 3, T0 + 4]],
+      llm_busy: [[T0 + 5, null]],
+      tts_busy: [],
+    },
+    interruptions: [T0 + 4],
+    function_calls: [{ started_at: T0 + 6, ended_at: null }, { started_at: T0, ended_at: T0 + 0.5 }],
+  };
+  const rows = Object.fromEntries(timelineRows(state, T0 + 1.5, T0 + 10).map((r) => [r.lane, r.spans]));
   assert.deepEqual(rows.user_speaking, [[T0 + 1.5, T0 + 2], [T0 + 4, T0 + 10]]);
-  assert.deepEqual(rows.bot_speaking, [[T0 + 3, T0 + 10]]);
+  assert.deepEqual(rows.bot_speaking, [[T0 + 3, T0 + 4]]);
   assert.deepEqual(rows.llm_busy, [[T0 + 5, T0 + 10]]);
+  assert.deepEqual(rows.tts_busy, []);
   assert.deepEqual(rows.interruptions, [[T0 + 4, T0 + 4]]);
+  assert.deepEqual(rows.function_calls, [[T0 + 6, T0 + 10]]);
+  assert.deepEqual(Object.keys(rows), ["user_speaking", "bot_speaking", "llm_busy", "tts_busy", "function_calls", "interruptions"]);
+  assert.deepEqual(timelineRows({}, T0, T0 + 1).map((r) => r.spans), [[], [], [], [], [], []]);
 });
 
-test("server messages are kept for the transcript", () => {
-  const view = applyEvents(fresh(), [ev("server-message", { order: 42 })]);
-  assert.deepEqual(view.serverMessages.map((m) => m.data), [{ order: 42 }]);
+test("markers are labelled, and only those in the window are drawn", () => {
+  const state = {
+    markers: [
+      { at: T0 + 1, kind: "disconnect-bot", seq: 40 },
+      { at: T0 + 20, kind: "ended", reason: "bot disconnected" },
+    ],
+  };
+  assert.deepEqual(timelineMarkers(state, T0, T0 + 30), [
+    { at: T0 + 1, kind: "disconnect-bot", label: "disconnect-bot" },
+    { at: T0 + 20, kind: "ended", label: "ended (bot disconnected)" },
+  ]);
+  assert.deepEqual(timelineMarkers(state, T0 + 10, T0 + 30).map((m) => m.kind), ["ended"]);
+  assert.deepEqual(timelineMarkers({ markers: [{ at: T0, kind: "ended" }] }, T0, T0)[0].label, "ended");
 });
 
-test("bot-interrupted counts only while the bot speaks", () => {
-  const view = applyEvents(fresh(), [ev("bot-interrupted")]);
-  assert.equal(view.interruptions.length, 0);
-  applyEvents(view, [ev("bot-started-speaking"), ev("bot-interrupted", undefined, 2)]);
-  assert.equal(view.interruptions.length, 1);
-});
-
-test("a text-only reply (will_be_spoken false) is shown", () => {
-  const view = applyEvents(fresh(), [ev("bot-output", { text: "Here is the link.", spoken: false, will_be_spoken: false, aggregated_by: "sentence" })]);
-  assert.equal(view.transcript[0].text, "Here is the link.");
-});
-
-test("ttfat entries without value are read by their own name", () => {
-  const view = applyEvents(fresh(), [ev("metrics", { ttfat: [{ processor: "llm", ttfat: 0.4, ttfb: 0.2, thinking_time: 0.2 }] })]);
-  assert.deepEqual(metricSeries(view, "ttfat").data[1], [400]);
+test("the timeline spans from the first moment the state knows to its last", () => {
+  const state = {
+    intervals: { user_speaking: [[T0 + 3, T0 + 4]] },
+    interruptions: [T0 + 5],
+    function_calls: [{ started_at: T0 + 2 }],
+    markers: [{ at: T0 + 30, kind: "ended" }],
+    transcript: [{ at: T0 + 1 }],
+    last_at: T0 + 25,
+  };
+  assert.equal(timelineStart(state), T0 + 1);
+  assert.equal(timelineEnd(state), T0 + 30);
+  assert.equal(timelineStart({}), null);
+  assert.equal(timelineEnd({ last_at: null }), null);
 });

@@ -1,0 +1,149 @@
+"""Where a session ends: when its bot has been gone longer than the grace period.
+
+Every server process beats (a `ServerProcess` row, every SESSION_SWEEP_INTERVAL
+seconds) and sweeps:
+
+- a live session held by a process that stopped beating (killed, crashed,
+  restarted) has lost its bot: it is marked away since its last message;
+- a live session whose bot has been away longer than SESSION_END_GRACE is
+  ended, at the time its bot left, with the reason it left.
+
+The grace only decides whether a reconnect continues the same session; the
+session's end is when its bot left. Every process sweeps, and every update is
+conditional, so several processes (or a bot coming back mid-sweep) are safe.
+The sweep runs when a process starts and then on its interval, so a session
+whose process died ends within the grace plus one interval of a restart.
+"""
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from rtvi_monitor import live
+from rtvi_monitor.models import ServerProcess, Session
+
+logger = logging.getLogger(__name__)
+
+SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs
+_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+
+
+def start() -> None:
+    """Start beating and sweeping in this process's event loop (idempotent)."""
+    loop = asyncio.get_running_loop()
+    task = _tasks.get(loop)
+    if task is None or task.done():
+        _tasks[loop] = loop.create_task(_run())
+
+
+async def _run() -> None:
+    while True:
+        try:
+            await sweep()
+        except Exception:
+            logger.exception("Sweeping sessions failed; trying again in %s s", settings.SESSION_SWEEP_INTERVAL)
+        await asyncio.sleep(settings.SESSION_SWEEP_INTERVAL)
+
+
+def _beat(now: datetime) -> None:
+    ServerProcess.objects.update_or_create(
+        id=SERVER_ID, defaults={"heartbeat_at": now, "host": socket.gethostname()[:200], "pid": os.getpid()}
+    )
+
+
+def _mark_orphans(now: datetime) -> int:
+    """Sessions whose process stopped beating lost their bot when their last message came."""
+    alive = ServerProcess.objects.filter(heartbeat_at__gte=now - timedelta(seconds=heartbeat_timeout()))
+    return (
+        Session.objects.live()
+        .filter(bot_left_at__isnull=True)
+        .exclude(holder__in=alive.values("id"))
+        .update(bot_left_at=Coalesce(F("last_event_at"), F("started_at")), holder="", end_reason="server restarted")
+    )
+
+
+def heartbeat_timeout() -> float:
+    """Seconds without a beat after which a process counts as gone."""
+    return 3 * settings.SESSION_SWEEP_INTERVAL + 5
+
+
+def _due(now: datetime) -> list[tuple[int, datetime, str]]:
+    cutoff = now - timedelta(seconds=settings.SESSION_END_GRACE)
+    return list(Session.objects.live().filter(bot_left_at__lt=cutoff).values_list("pk", "bot_left_at", "end_reason"))
+
+
+async def sweep() -> int:
+    """Beat, then end every session whose bot has been away past the grace. Returns how many ended."""
+
+    def step():
+        now = timezone.now()
+        _beat(now)
+        orphans = _mark_orphans(now)
+        return orphans, _due(now)
+
+    orphans, due = await live.in_db_thread(step)
+    if orphans:
+        logger.info("%d live sessions lost their server process; they end after the grace period", orphans)
+    ended = 0
+    for pk, left_at, reason in due:
+        here = live.registry.sessions.get(pk)
+        if here is not None and here.connections > 0:
+            continue  # its bot is back on this process; attach cleared bot_left_at already
+        reason = reason or "bot disconnected"
+        if here is None:
+            here = await _load(pk)
+            if here is None:
+                continue
+        await live.end_session(here, reason, ended_at=left_at.timestamp(), only_if_away=True)
+        ended += 1
+    return ended
+
+
+async def _load(pk: int) -> "live.LiveSession | None":
+    """A session nobody here holds, with its state replayed from what is stored."""
+    session = await live.in_db_thread(lambda: Session.objects.filter(pk=pk).first())
+    if session is None:
+        return None
+    events = await live.in_db_thread(live.load_events, pk)
+    state = live.replay(events)
+    return live.LiveSession(pk, session.organization_id, session.session_id, state, {}, ended=False)
+
+
+async def bot_left(live_session: "live.LiveSession") -> None:
+    """The last bot connection of a session on this process closed: away, until the grace decides."""
+
+    def store():
+        updated = (
+            Session.objects.live()
+            .filter(pk=live_session.pk, holder=SERVER_ID)
+            .update(bot_left_at=timezone.now(), end_reason="bot disconnected")
+        )
+        return Session.objects.select_related("agent").get(pk=live_session.pk) if updated else None
+
+    session = await live.in_db_thread(store)
+    if session is not None:
+        await live.session_changed(session, "away")
+
+
+async def release() -> None:
+    """This process is stopping: its sessions' bots are away from now, and it stops counting as alive."""
+
+    def store():
+        now = timezone.now()
+        Session.objects.live().filter(holder=SERVER_ID, bot_left_at__isnull=True).update(
+            bot_left_at=now, holder="", end_reason="server restarted"
+        )
+        ServerProcess.objects.filter(id=SERVER_ID).update(heartbeat_at=datetime(2000, 1, 1, tzinfo=UTC))
+
+    try:
+        await live.in_db_thread(store)
+    except Exception:
+        logger.warning("Could not release this process's sessions; the sweep will", exc_info=True)
