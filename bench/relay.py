@@ -225,17 +225,21 @@ async def generate(
                     continue
                 now = time.time()
                 frame = json.loads(raw)
-                if "events" in frame:
+                if frame.get("type") == "snapshot":
+                    stats.seqs.extend(e["seq"] for e in frame["events"])  # what it had missed: no latency
+                elif "events" in frame:  # a batch (the dashboard: the reducer's patch and the stored events)
                     for event in frame["events"]:
                         if event.get("sent_at"):
                             stats.latencies.append(now - event["sent_at"])
                         stats.seqs.append(event["seq"])
-                    # Acknowledge as the dashboard's page does: every 200 events or half second.
-                    if stats.seqs and (len(stats.seqs) - acked[0] >= 200 or now - acked[1] >= 0.5):
-                        await socket.send(json.dumps({"ack": stats.seqs[-1]}))
-                        acked[:] = [len(stats.seqs), now]
+                    # Acknowledge as the dashboard's page does: every 200 versions or half second.
+                    version = frame.get("to", stats.seqs[-1] if stats.seqs else 0)
+                    if version - acked[0] >= 200 or now - acked[1] >= 0.5:
+                        await socket.send(json.dumps({"ack": version}))
+                        acked[:] = [version, now]
                 elif frame.get("type") == "resync":
                     stats.resyncs += 1
+                    await socket.send(json.dumps({"snapshot": True}))
                 elif "seq" in frame:  # the bare relay forwards the bot's frame as is
                     stats.latencies.append(now - frame["sent_at"])
                     stats.seqs.append(frame["seq"])

@@ -113,8 +113,11 @@ def overview(organization, now) -> dict:
         .select_related("agent")
         .order_by("-started_at")[:20]
     )
+    live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
     return {
-        "live_count": Session.objects.filter(organization=organization, status=Session.Status.LIVE).count(),
+        # A bot that left is not a call; it is counted apart until its grace runs out.
+        "live_count": live.filter(bot_left_at__isnull=True).count(),
+        "away_count": live.filter(bot_left_at__isnull=False).count(),
         "sessions_last_hour": Session.objects.filter(
             organization=organization, started_at__gte=now - timedelta(hours=1)
         ).count(),

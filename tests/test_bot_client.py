@@ -92,3 +92,34 @@ async def test_the_demo_bot_plays_a_whole_session_through_the_public_socket(serv
     assert len(body["turns"]) == 3 and body["latency"]["p50"] > 0
     assert body["function_calls"][0]["function_name"] == "lookup_order"
     assert body["metrics"]["ttfb"] and body["client_messages"][0]["status"] == "answered"
+
+
+async def test_after_the_database_was_locked_every_message_is_stored_once():
+    """The dashboard refuses (retry) while it cannot store; the client resends; nothing is lost or doubled."""
+    import sqlite3
+
+    with DaphneServer(env={"INGEST_MAX_PENDING": "100"}) as server:
+        token = server.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
+        server.key = server.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        client = DashboardClient(server.ws_url, token, "client-locked")
+        client.start()
+        for i in range(300):
+            client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        assert await client.flush(20)
+        lock = sqlite3.connect(server.env["SQLITE_PATH"], timeout=30)
+        lock.execute("BEGIN EXCLUSIVE")  # another writer holds the database for a while
+        try:
+            for i in range(300, 1500):
+                client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+                if i % 100 == 0:
+                    await asyncio.sleep(0.25)
+            await asyncio.sleep(2)
+        finally:
+            lock.rollback()
+            lock.close()
+        assert await client.flush(30), client.stats
+        await client.close()
+        assert client.stats["retries"] > 0  # it was told to resend, and did
+        lines = await asyncio.to_thread(stored, server, "client-locked")
+    assert [line["seq"] for line in lines] == list(range(1, 1501))
+    assert [line["message"]["data"]["text"] for line in lines] == [f" {i}" for i in range(1500)]

@@ -107,8 +107,8 @@ def test_a_live_session_in_the_browser(page, demo_server):
     assert page.evaluate("() => window.rtviSession.charts['chart-processing'].plot.data[1]") == [500]
     assert page.evaluate("() => window.rtviSession.charts['chart-latency'].plot.data[1].length") == 1
 
-    # The timeline has the speaking intervals.
-    lanes = page.evaluate("() => window.rtviSession.view.lanes")
+    # The timeline has the speaking intervals of the server's state.
+    lanes = page.evaluate("() => window.rtviSession.model.state.intervals")
     assert len(lanes["user_speaking"]) >= 1 and len(lanes["bot_speaking"]) == 1
 
     # Bot text is text, never HTML.
@@ -122,7 +122,7 @@ def test_a_live_session_in_the_browser(page, demo_server):
     page.screenshot(path=str(SCREENSHOTS / "session.png"), full_page=True)
 
     # After the server restarts, the page resumes from its last seq, without gaps or duplicates.
-    before = page.evaluate("() => window.rtviSession.view.lastSeq")
+    before = page.evaluate("() => window.rtviSession.log.at(-1).seq")
     # The page may reconnect before the test looks, so it records that it said "disconnected".
     page.evaluate("""() => new MutationObserver(() => {
         if (document.getElementById('conn').classList.contains('down')) window.sawDisconnected = true;
@@ -133,15 +133,15 @@ def test_a_live_session_in_the_browser(page, demo_server):
     bot.connect()
     for i in range(5):
         bot.send("bot-llm-text", {"text": f" after{i}"})
-    page.wait_for_function(f"() => window.rtviSession.view.lastSeq === {before + 5}", timeout=30000)
-    seqs = page.evaluate("() => window.rtviSession.view.log.map(e => e.seq)")
+    page.wait_for_function(f"() => window.rtviSession.log.at(-1)?.seq === {before + 5}", timeout=30000)
+    seqs = page.evaluate("() => window.rtviSession.log.map(e => e.seq)")
     assert seqs == sorted(set(seqs)) and seqs[-6:] == list(range(before, before + 6))
     bot.socket.close()
 
     # Readable in the dark theme too.
     page.emulate_media(color_scheme="dark")
     page.reload()
-    page.wait_for_function("() => window.rtviSession.view && document.querySelector('#transcript li')")
+    page.wait_for_function("() => window.rtviSession.model && document.querySelector('#transcript li')")
     assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(20, 22, 27)"
     page.screenshot(path=str(SCREENSHOTS / "session-dark.png"))
     page.emulate_media(color_scheme="light")

@@ -1,0 +1,153 @@
+"""When sessions end: when their bot left (not when the grace ran out), and even when their process died."""
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from rtvi_monitor import lifecycle, live
+from rtvi_monitor.models import ServerProcess, Session
+from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
+
+pytestmark = pytest.mark.usefixtures("live_path")
+
+
+async def connect(token, session_id="s1"):
+    socket = bot_socket(session_id, token)
+    assert (await socket.connect())[0]
+    return socket
+
+
+async def session(session_id="s1") -> Session:
+    return await sync_to_async(Session.objects.get)(session_id=session_id)
+
+
+async def wait_for(predicate, timeout=5.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "never happened"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_session_ends_when_its_bot_left_not_when_the_grace_ran_out(ingest_token, staff_cookie, settings):
+    settings.SESSION_END_GRACE = 1.0
+    watcher = browser_socket("/ws/sessions/", staff_cookie)
+    assert (await watcher.connect())[0]
+    await receive(watcher)
+    bot = await connect(ingest_token)
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    await bot.disconnect()
+    left = timezone.now()
+    away = await receive_until(watcher, lambda f: f["type"] == "away")
+    assert away[-1]["session"]["bot"] == "away" and away[-1]["session"]["status"] == "live"
+    ended = await receive_until(watcher, lambda f: f["type"] == "ended", timeout=5)
+    row = ended[-1]["session"]
+    assert row["status"] == "ended" and row["end_reason"] == "bot disconnected"
+    stored = await session()
+    assert abs((stored.ended_at - left).total_seconds()) < 0.5  # not padded by the grace
+    assert stored.state["ended"] is True and stored.state["end_reason"] == "bot disconnected"
+    assert stored.state["markers"][-1]["kind"] == "ended"
+    await watcher.disconnect()
+
+
+async def test_a_bot_back_within_the_grace_continues_its_session(ingest_token, staff_cookie, settings):
+    settings.SESSION_END_GRACE = 2.0
+    bot = await connect(ingest_token)
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    page = browser_socket("/ws/sessions/s1/", staff_cookie)
+    assert (await page.connect())[0]
+    await receive(page)
+    await bot.disconnect()
+    frames = await receive_until(page, lambda f: f["type"] == "session")
+    assert frames[-1]["session"]["bot"] == "away" and frames[-1]["session"]["away_since"]
+    bot = await connect(ingest_token)
+    frames = await receive_until(page, lambda f: f["type"] == "session")
+    assert frames[-1]["session"]["bot"] == "connected"
+    await asyncio.sleep(2.5)
+    assert (await session()).status == "live"
+    await send(bot, wrap(2, rtvi("bot-llm-text", {"text": "still here"})))
+    assert await receive(bot) == {"ack": 2}
+    for socket in (page, bot):
+        await socket.disconnect()
+
+
+async def test_sessions_of_a_process_that_stopped_beating_end_after_the_grace(ingest_token, settings):
+    settings.SESSION_END_GRACE = 0.2
+    bot = await connect(ingest_token, "orphan")
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    # Another process held it and died: its heartbeat is old, and nobody ever closed the socket.
+    await sync_to_async(ServerProcess.objects.create)(id="dead", heartbeat_at=timezone.now() - timedelta(hours=1))
+    await sync_to_async(Session.objects.filter(session_id="orphan").update)(holder="dead")
+    live.registry.sessions.clear()  # that process's memory is gone too
+    await wait_for(lambda: _status("orphan", "ended"), timeout=5)
+    stored = await session("orphan")
+    assert stored.end_reason == "server restarted"
+    assert stored.ended_at == stored.last_event_at
+    assert stored.state["ended"] is True and stored.state["counts"]["total"] == 1
+    await bot.disconnect()
+
+
+async def _status(session_id, status) -> bool:
+    return (await session(session_id)).status == status
+
+
+async def test_a_live_process_keeps_its_sessions_through_sweeps(ingest_token, settings):
+    settings.SESSION_END_GRACE = 0.1
+    bot = await connect(ingest_token, "kept")
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    for _ in range(3):
+        await lifecycle.sweep()
+    assert (await session("kept")).status == "live"
+    await bot.disconnect()
+
+
+async def test_a_failure_inside_the_consumer_is_answered_and_the_session_still_ends(
+    ingest_token, monkeypatch, settings
+):
+    settings.SESSION_END_GRACE = 0.2
+
+    def broken(self, frame, received_at, replier):
+        raise RuntimeError("a bug")
+
+    bot = await connect(ingest_token, "buggy")
+    monkeypatch.setattr(live.LiveSession, "accept", broken)
+    await send(bot, wrap(1, rtvi("bot-ready")))
+    reply = await receive(bot)
+    assert "could not handle this frame" in reply["error"]
+    monkeypatch.undo()
+    await send(bot, wrap(2, rtvi("bot-ready")))
+    assert await receive(bot) == {"ack": 2}  # the socket is still usable
+    await bot.disconnect()
+    await wait_for(lambda: _status("buggy", "ended"))
+
+
+async def test_the_client_disconnect_is_on_the_timeline(ingest_token):
+    bot = await connect(ingest_token, "bye")
+    await send(bot, wrap(1, rtvi("disconnect-bot", id="d1"), direction="from-client"))
+    await receive(bot)
+    await bot.disconnect()
+    here = live.registry.sessions.get((await session("bye")).pk)
+    state = here.state.to_dict() if here else (await session("bye")).state
+    assert [m["kind"] for m in state["markers"]][0] == "disconnect-bot"
+
+
+async def test_an_ingest_token_has_a_cap_on_connections(ingest_token, settings):
+    settings.INGEST_MAX_CONNECTIONS_PER_TOKEN = 2
+    first, second = await connect(ingest_token, "a"), await connect(ingest_token, "b")
+    third = bot_socket("c", ingest_token)
+    await third.connect()
+    refusal = await receive(third)
+    assert refusal["fatal"] and "INGEST_MAX_CONNECTIONS_PER_TOKEN=2" in refusal["error"]
+    assert (await third.receive_output(2))["code"] == 4429
+    await first.disconnect()
+    fourth = await connect(ingest_token, "d")  # a slot is free again
+    await send(fourth, wrap(1, rtvi("bot-ready")))
+    assert await receive(fourth) == {"ack": 1}
+    for socket in (second, fourth):
+        await socket.disconnect()
