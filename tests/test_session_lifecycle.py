@@ -134,7 +134,7 @@ async def test_the_client_disconnect_is_on_the_timeline(ingest_token):
     await bot.disconnect()
     here = live.registry.sessions.get((await session("bye")).pk)
     state = here.state.to_dict() if here else (await session("bye")).state
-    assert [m["kind"] for m in state["markers"]][0] == "disconnect-bot"
+    assert state["markers"][0]["kind"] == "disconnect-bot"
 
 
 async def test_an_ingest_token_has_a_cap_on_connections(ingest_token, settings):
