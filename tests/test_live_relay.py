@@ -198,3 +198,46 @@ async def test_a_session_whose_server_was_killed_ends_after_a_restart(server):
             await asyncio.sleep(0.2)
     assert body["end_reason"] == "server restarted"
     assert body["ended_at"] == body["last_event_at"]  # it ended when its bot was last heard, not at the sweep
+
+
+async def read_frame(socket) -> tuple[dict, int]:
+    """One frame as the page reads it (parts joined), and how many WebSocket messages carried it."""
+    text, count = "", 0
+    while True:
+        raw = await asyncio.wait_for(socket.recv(), 30)
+        count += 1
+        assert len(raw.encode()) <= 1024 * 1024, "over daphne's 1 MiB"
+        frame = json.loads(raw)
+        if frame.get("type") != "part":
+            return frame, count
+        text += frame["data"]
+        if frame["last"]:
+            return json.loads(text), count
+
+
+@pytest.mark.parametrize(("count", "size"), [(600, 1024), (400, 200 * 1024)], ids=["600x1KB", "400x200KB"])
+async def test_a_session_of_any_length_opens_in_a_browser(server, count, size):
+    cookie = await session_cookie(server)
+    session_id = f"long-{count}-{RUN}"
+    async with bot(server, session_id) as ingest:
+        for seq in range(1, count + 1):
+            message = rtvi("server-message", {"blob": "x" * size, "n": seq})
+            await ingest.send(json.dumps(wrap(seq, message, sent_at=time.time())))
+            if seq % 20 == 0:
+                while json.loads(await ingest.recv())["ack"] != seq:
+                    pass
+        async with browser(server, f"/ws/sessions/{session_id}/", cookie) as socket:
+            snapshot, messages = await read_frame(socket)
+    assert snapshot["type"] == "snapshot" and messages > 1  # over one WebSocket message's worth: sent in parts
+    state = snapshot["state"]
+    assert state["counts"]["total"] == count
+    newest, event = state["server_messages"][-1], snapshot["events"][-1]
+    assert newest["seq"] == count and event["seq"] == count
+    if size > 4096:  # long values are kept as previews, whole in the database
+        assert newest["data"]["truncated"] and newest["data"]["length"] > size
+        assert event["message"]["truncated"] and event["message"]["length"] > size
+    else:
+        assert newest["data"]["blob"] == "x" * size
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}) as api:
+        whole = (await api.get(f"/api/sessions/{session_id}/events/{count}/")).json()
+    assert whole["message"]["data"]["blob"] == "x" * size  # one click away, whole
