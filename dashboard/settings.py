@@ -210,7 +210,7 @@ AGENTS_API_KEY = os.getenv("AGENTS_API_KEY", "")
 AGENTS_CACHE_TTL = envint("AGENTS_CACHE_TTL", "60")
 # AGENTS_CONNECT_TIMEOUT / AGENTS_READ_TIMEOUT: seconds for each HTTP call.
 AGENTS_CONNECT_TIMEOUT = envfloat("AGENTS_CONNECT_TIMEOUT", "3")
-AGENTS_READ_TIMEOUT = envfloat("AGENTS_READ_TIMEOUT", "10")
+AGENTS_READ_TIMEOUT = envfloat("AGENTS_READ_TIMEOUT", "5")
 # AGENTS_RETRIES: extra attempts on connection errors and 5xx answers, with
 # exponential backoff starting at AGENTS_RETRY_BACKOFF seconds.
 AGENTS_RETRIES = envint("AGENTS_RETRIES", "2")
