@@ -109,12 +109,15 @@ async def sweep() -> int:
 
 async def _load(pk: int) -> "live.LiveSession | None":
     """A session nobody here holds, with its state replayed from what is stored."""
-    session = await live.in_db_thread(lambda: Session.objects.filter(pk=pk).first())
+
+    def load():
+        session = Session.objects.filter(pk=pk).first()
+        return (session, live.replay(live.load_events(pk))) if session else (None, None)
+
+    session, state = await live.in_db_thread(load)  # a long replay stays off the event loop
     if session is None:
         return None
-    events = await live.in_db_thread(live.load_events, pk)
-    state = live.replay(events)
-    return live.LiveSession(pk, session.organization_id, session.session_id, state, {}, ended=False)
+    return live.LiveSession(pk, session.organization_id, session.session_id, state, {})
 
 
 async def bot_left(live_session: "live.LiveSession") -> None:

@@ -136,6 +136,10 @@ def test_a_live_session_in_the_browser(page, demo_server):
     page.wait_for_function(f"() => window.rtviSession.log.at(-1)?.seq === {before + 5}", timeout=30000)
     seqs = page.evaluate("() => window.rtviSession.log.map(e => e.seq)")
     assert seqs == sorted(set(seqs)) and seqs[-6:] == list(range(before, before + 6))
+    # ...and its model is the server's state, every message folded in once.
+    stored = page.request.get(f"{server.url}/api/sessions/{SESSION}/").json()
+    page.wait_for_function("(v) => window.rtviSession.model.version === v", arg=stored["version"], timeout=30000)
+    assert page.evaluate("() => window.rtviSession.model.state.transcript") == stored["transcript"]
     bot.socket.close()
 
     # Readable in the dark theme too.
