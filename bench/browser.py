@@ -70,7 +70,7 @@ def main():
             for _ in range(3):
                 page.goto(f"{server.url}/sessions/bench-stored/")
                 page.wait_for_function(
-                    "() => window.rtviSession.view && document.querySelectorAll('#log tr').length > 0 && document.querySelector('#transcript li')"
+                    "() => window.rtviSession.model && Object.keys(window.rtviSession.charts).length === 3 && document.querySelectorAll('#log tr').length > 0 && document.querySelector('#transcript li')"
                 )
                 opens.append(page.evaluate("() => performance.now()"))
             print(f"machine: {platform.node()}, Python {platform.python_version()}, {browser.version}")
@@ -83,9 +83,9 @@ def main():
             page.goto(f"{server.url}/sessions/")
             first = stream(server, token, "bench-live", 1)  # the session exists, so its page can open
             page.goto(f"{server.url}/sessions/bench-live/")
-            page.wait_for_function("() => window.rtviSession.view")
-            page.evaluate("""() => { window.lags = []; setInterval(() => { const v = window.rtviSession.view;
-                const last = v.log[v.log.length - 1]; if (last) window.lags.push(Date.now() / 1000 - last.sent_at); }, 100); }""")
+            page.wait_for_function("() => window.rtviSession.model")
+            page.evaluate("""() => { window.lags = []; setInterval(() => {
+                const last = window.rtviSession.log.at(-1); if (last) window.lags.push(Date.now() / 1000 - last.sent_at); }, 100); }""")
             first.close()
             socket = ws.connect(
                 f"{server.ws_url}/ws/ingest/bench-live/", additional_headers={"Authorization": f"Bearer {token}"}
@@ -100,8 +100,13 @@ def main():
                 )
                 socket.recv(timeout=30)
             sent_done = time.monotonic()
-            page.wait_for_function(f"() => window.rtviSession.view.lastSeq === {count + 1}", timeout=60000)
+            page.wait_for_function(f"() => window.rtviSession.log.at(-1)?.seq === {count + 1}", timeout=60000)
             caught_up = time.monotonic() - sent_done
+            # The page's model is the server's: every message folded in, none twice.
+            stored = page.request.get(f"{server.url}/api/sessions/bench-live/").json()
+            page.wait_for_function(
+                "(v) => window.rtviSession.model.version === v", arg=stored["version"], timeout=10000
+            )
             lags = sorted(page.evaluate("() => window.lags"))
             p50, p99 = lags[len(lags) // 2], lags[int(len(lags) * 0.99)]
             print(

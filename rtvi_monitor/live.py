@@ -349,7 +349,7 @@ class LiveSession:
                 error,
             )
             return row, None
-        text = _text(checked)
+        checked, text = _stored_form(checked)
         held = self.seen.get(seq)
         if held is not None:
             if held == _hash(text):
@@ -392,9 +392,10 @@ class LiveSession:
         return self._row(seq, direction, checked, received_at, sent_at, reply, replier, wrapper_error, text), None
 
     def _row(self, seq, direction, checked, received_at, sent_at, reply, replier, extra_error="", text=None) -> Row:
+        if text is None:
+            checked, text = _stored_form(checked)
         if reply is None and not checked.valid:
             reply = {"error": reply_text(checked.error), "seq": None}
-        text = text if text is not None else _text(checked)
         self.seen[seq] = _hash(text)
         self.max_seq = max(self.max_seq, seq)
         if reply is not None:
@@ -419,11 +420,20 @@ class LiveSession:
         )
 
 
-def _text(checked: protocol.Validated) -> str:
-    """What is stored of a message: its JSON, or the raw text (escaped) when it was not JSON."""
-    if checked.message is not None:
-        return json.dumps(checked.message, separators=(",", ":"))
-    return storable(checked.raw)
+def _stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:
+    """What is stored of a message: its JSON, or the raw text (escaped) when it was not JSON.
+
+    A number too big for a float was parsed as infinity: strict JSON has none,
+    so such a message is invalid, kept as the text it makes.
+    """
+    if checked.message is None:
+        return checked, storable(checked.raw)
+    try:
+        return checked, json.dumps(checked.message, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = protocol.truncated(json.dumps(checked.message, separators=(",", ":")))
+        error = "a number is out of range (JSON has no Infinity)"
+        return protocol.Validated(None, checked.type, False, checked.known, error, text), text
 
 
 def _plausible_time(value: Any, now: float) -> bool:
