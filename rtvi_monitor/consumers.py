@@ -184,7 +184,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             )
         raw = data if isinstance(data, str) else data.decode("utf-8", "replace")
         try:
-            frame = protocol.parse(raw, wrapper_levels=2)  # a batch and a seq wrapper around the message
+            frame = protocol.parse(raw, max_depth=None)  # each message's depth is judged alone
         except protocol.NotJSON as exc:
             frame = protocol.unparsed(raw, str(exc))  # recorded as received, answered with what is wrong
         frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]

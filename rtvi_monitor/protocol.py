@@ -367,45 +367,43 @@ def _no_constant(name: str):
 
 
 def _depth_over(obj: Any, limit: int) -> bool:
-    """Whether objects and arrays nest deeper than `limit` (iterative: no recursion to exhaust)."""
-    stack = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
+    """Whether objects and arrays nest deeper than `limit`: level by level, no recursion (~1 us a message)."""
+    level, depth = [obj], 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        deeper = []
+        for value in level:
+            for child in value.values() if type(value) is dict else value:
+                if type(child) is dict or type(child) is list:
+                    deeper.append(child)
+        level = deeper
     return False
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one decoder: json.loads(**kw) builds one per call
 
 
-def parse(text: str, max_depth: int = MAX_DEPTH, wrapper_levels: int = 0) -> Any:
-    """Strict JSON: no NaN or Infinity, finite numbers, bounded nesting. Raises NotJSON saying why.
+def parse(text: str, max_depth: int | None = MAX_DEPTH) -> Any:
+    """Strict JSON: no NaN or Infinity, nesting up to `max_depth`. Raises NotJSON saying why.
 
-    `wrapper_levels` are allowed on top of `max_depth` for what wraps a
-    message (a batch, the seq wrapper); the error speaks of the message's depth.
+    With max_depth=None only what the parser itself can nest is refused: a
+    frame of many messages is parsed once, and check() judges each message.
     """
     try:
         # A number too big for a float parses as infinity; that is caught where the
         # message is dumped again for storage (allow_nan=False), off this hot path.
         value = _DECODER.decode(text)
     except RecursionError:
-        raise NotJSON(f"nested deeper than {max_depth} levels") from None
+        raise NotJSON(f"nested deeper than {max_depth or MAX_DEPTH} levels") from None
     except NotJSON:
         raise
     except ValueError as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
         raise NotJSON(f"{getattr(exc, 'msg', exc)}{where}") from None
     # Counting brackets is C-fast; only text with many of them is walked.
-    limit = max_depth + wrapper_levels
-    if text.count("{") + text.count("[") > limit and _depth_over(value, limit):
+    if max_depth is not None and text.count("{") + text.count("[") > max_depth and _depth_over(value, max_depth):
         raise NotJSON(f"nested deeper than {max_depth} levels")
     return value
 
@@ -521,7 +519,11 @@ def _dumps(obj: Any) -> str:
     try:
         return json.dumps(obj)
     except (TypeError, ValueError, RecursionError):
+        pass
+    try:
         return repr(obj)
+    except RecursionError:
+        return "(nested too deeply to be written out)"
 
 
 def _invalid(message: dict | None, type_: str, error: str, raw: str | None) -> Validated:
@@ -547,6 +549,10 @@ def check(value: Any) -> Validated:
         return _invalid(None, "", f"not JSON: {value.error}", str(value))
     if isinstance(value, str):
         return _invalid(None, "", f"expected a JSON object, got {_describe(value)}", _dumps(value))
+    if isinstance(value, dict) and _depth_over(value, MAX_DEPTH):
+        type_ = value.get("type")
+        type_ = type_[:MAX_TYPE] if isinstance(type_, str) else ""
+        return _invalid(None, type_, f"not JSON: nested deeper than {MAX_DEPTH} levels", _dumps(value))
     return validate(value)
 
 

@@ -123,3 +123,37 @@ async def test_after_the_database_was_locked_every_message_is_stored_once():
         lines = await asyncio.to_thread(stored, server, "client-locked")
     assert [line["seq"] for line in lines] == list(range(1, 1501))
     assert [line["message"]["data"]["text"] for line in lines] == [f" {i}" for i in range(1500)]
+
+
+async def test_messages_that_can_never_be_stored_are_dropped_with_a_reason_and_the_rest_flow(server):
+    """Too big, too deep, not JSON: dropped (or answered as invalid) once, never resent in a reconnect loop."""
+    client = DashboardClient(server.ws_url, server.token, "client-unstorable")
+    client.start()
+    deep: list = []
+    for _ in range(3000):  # deeper than json.dumps (or anyone) will go
+        deep = [deep]
+    kept = []
+    for i in range(400):
+        if i % 40 == 10:
+            assert client.send(rtvi("server-message", {"blob": "x" * 300_000})) is None  # over the frame limit
+        elif i % 40 == 20:
+            assert client.send(rtvi("server-message", {"deep": deep})) is None  # RecursionError inside: no raise
+        elif i % 40 == 30:
+            assert client.send({"label": "rtvi-ai", "type": "server-message", "data": {"v": float("nan")}}) is None
+        else:
+            kept.append(i)
+            client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    nested = {
+        "label": "rtvi-ai",
+        "type": "server-message",
+        "data": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+    }
+    assert client.send(nested) is not None  # the dashboard answers it as invalid, stored: final
+    assert await client.flush(20), client.stats
+    await client.close()
+    assert client.stats["reconnects"] == 0
+    assert client.stats["too_big"] == 10 and client.stats["unserializable"] == 20
+    lines = await asyncio.to_thread(stored, server, "client-unstorable")
+    texts = [line["message"]["data"]["text"] for line in lines if line.get("valid", True)]
+    assert texts == [f" {i}" for i in kept]
+    assert "nested deeper than 32 levels" in lines[-1]["error"]

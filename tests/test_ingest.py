@@ -261,3 +261,18 @@ async def test_consumers_skip_the_per_message_connection_check(org, ingest_token
         await receive(socket)
     assert calls == []
     await socket.disconnect()
+
+
+async def test_one_message_too_deep_in_a_batch_leaves_the_others_acknowledged(org, ingest_token):
+    deep: list = [1]
+    for _ in range(40):
+        deep = [deep]
+    socket = await connect("s1", ingest_token)
+    frames = [wrap(i, rtvi("bot-llm-text", {"text": f" {i}"})) for i in range(1, 6)]
+    frames[2] = wrap(3, rtvi("server-message", {"deep": deep}))
+    await send(socket, {"batch": frames})
+    replies = [await receive(socket) for _ in range(5)]
+    assert [r for r in replies if "ack" in r] == [{"ack": 1}, {"ack": 2}, {"ack": 4}, {"ack": 5}]
+    (error,) = [r for r in replies if "error" in r]
+    assert error == {"error": "not JSON: nested deeper than 32 levels", "seq": 3}
+    await socket.disconnect()
