@@ -119,6 +119,11 @@ def test_a_live_session_in_the_browser(page, demo_server):
         f"() => [...document.querySelectorAll('#transcript li.user .text')].some(n => n.textContent === {json.dumps(XSS)})"
     )
     assert page.locator("#transcript img").count() == 0
+    # The message log's closed row shows what the message said, as text too.
+    summary = page.locator("#log tr[data-type='user-transcription'] summary").last
+    summary.wait_for()
+    assert json.dumps(XSS) in summary.inner_text()
+    assert page.locator("#log img").count() == 0
     page.screenshot(path=str(SCREENSHOTS / "session.png"), full_page=True)
 
     # After the server restarts, the page resumes from its last seq, without gaps or duplicates.

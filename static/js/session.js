@@ -15,6 +15,7 @@ import {
   latencySeries,
   latencyText,
   mergeEvents,
+  messageSummary,
   messageText,
   metricSeries,
   peerText,
@@ -83,7 +84,8 @@ function renderNow(state) {
 
 function renderTranscript(state) {
   const list = $("transcript");
-  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  // An empty list (the first draw) follows the end without measuring: measuring forces a layout.
+  const atBottom = !list.firstChild || list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   list.replaceChildren(
     ...transcriptEntries(state).map((entry) => {
       if (entry.who === undefined) return el("li", entry.className, entry.text);
@@ -96,9 +98,13 @@ function renderTranscript(state) {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
+// Series hues from blue on, so that a first series is never the red of the p95 line.
+const seriesColor = (i) => `hsl(${(210 + i * 67) % 360} 65% 50%)`;
+
 function chart(id, names, data, extra = []) {
   const target = $(id);
-  const series = [{}, ...names.map((name, i) => ({ label: name, stroke: `hsl(${(i * 67) % 360} 65% 50%)`, spanGaps: true, points: { show: true } })), ...extra];
+  const xLabel = id === "chart-latency" ? "turn" : "seconds";
+  const series = [{ label: xLabel }, ...names.map((name, i) => ({ label: name, stroke: seriesColor(i), spanGaps: true, points: { show: true } })), ...extra];
   const key = names.join(",") + extra.length;
   const existing = page.charts[id];
   if (existing && existing.key === key) {
@@ -106,8 +112,7 @@ function chart(id, names, data, extra = []) {
     return;
   }
   existing?.plot.destroy();
-  const width = Math.max(300, target.clientWidth || 400);
-  const xLabel = id === "chart-latency" ? "turn" : "seconds";
+  const width = Math.max(260, target.clientWidth || 400);
   const plot = new uPlot({ width, height: 220, series, scales: { x: { time: false } }, axes: [{ label: xLabel }, { label: "ms" }] }, data, target);
   page.charts[id] = { plot, key };
 }
@@ -147,10 +152,12 @@ function renderTimeline(state) {
   const css = getComputedStyle(document.documentElement);
   const now = Date.now() / 1000;
   const last = timelineEnd(state);
-  // Live, the window runs with the clock; ended, it ends where the session did.
-  const to = isLive(state) ? Math.max(now, last ?? now) : last ?? now;
+  // Live, the window runs with the clock; ended, it ends where the session did and starts no earlier than it.
+  const live = isLive(state);
+  const to = live ? Math.max(now, last ?? now) : last ?? now;
   const span = Number($("timeline-window").value);
-  const from = span ? to - span : Math.min(to - 1, timelineStart(state) ?? to - 1);
+  const start = Math.min(to - 1, timelineStart(state) ?? to - 1);
+  const from = span && (live || to - span > start) ? to - span : start;
   const x = (t) => label + ((t - from) / (to - from)) * (width - label - 10);
   ctx.font = "12px system-ui, sans-serif";
   timelineRows(state, from, to).forEach((lane, i) => {
@@ -197,7 +204,7 @@ function logRow(event) {
   row.dataset.seq = String(event.seq);
   row.hidden = Boolean(filter.value) && filter.value !== type;
   const details = el("details");
-  const summary = event.valid === false ? `invalid: ${event.error}` : isPreview(event.message) ? `${event.message.length} characters` : "";
+  const summary = event.valid === false ? `invalid: ${event.error}` : messageSummary(event.message);
   const text = el("pre", "", messageText(event.message));
   details.append(el("summary", "", summary), text);
   if (isPreview(event.message)) details.append(loadButton(event.seq, text));
@@ -250,7 +257,7 @@ function renderLog() {
   else body.replaceChildren(...page.log.map((e) => logRows.get(e.seq)));
 }
 
-let lastCharts = 0;
+let lastCharts = -Infinity; // the first draw is at once, however soon after navigation it comes
 let chartsLater = 0;
 function render() {
   const dirty = page.dirty;

@@ -255,6 +255,21 @@ export function eventType(event) {
   return "(not JSON)";
 }
 
+/**
+ * A glimpse of a stored message for its closed log row: what its data says, on one line, cut at `max`
+ * characters ("" for a message that is only its type); raw text as it came; a preview by its length.
+ */
+export function messageSummary(message, max = 120) {
+  if (isPreview(message)) return `${message.length} characters`;
+  let text;
+  if (message !== null && typeof message === "object" && !Array.isArray(message) && typeof message.type === "string") {
+    text = message.data === undefined ? "" : formatValue(message.data);
+  } else {
+    text = formatValue(message);
+  }
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
 /** A stored message as the log shows it: raw text as it came, previews as their start, JSON indented. */
 export function messageText(message) {
   return formatValue(message, 2);
