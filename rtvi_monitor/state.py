@@ -407,8 +407,15 @@ class SessionState:
             self._touch(self._bot_item)
 
     def _interrupt(self, at):
-        """The user (or the client) cut the bot off while it was speaking."""
+        """The user (or the client) cut the bot off while it was speaking.
+
+        Pipecat cancels the reply's LLM and TTS work then, and often sends no
+        bot-llm-stopped or bot-tts-stopped for it: their lanes end here.
+        """
         self._cut_unspoken()
+        for lane, service in (("llm_busy", self.llm), ("tts_busy", self.tts)):
+            if self.lanes[lane].stop(at):
+                service["busy"] = False
         if self.interruptions and abs(at - self.interruptions[-1]) < INTERRUPTION_MERGE_S:
             return
         self.interruptions.append(at)

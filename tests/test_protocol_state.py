@@ -667,3 +667,20 @@ def test_a_resent_session_has_the_state_of_the_clean_one(turns, options, seed):
         if rnd.random() < 0.3:
             resent.insert(resent.index(e) + 1 + rnd.randrange(3), e)  # the same seq again, a little later
     assert replay(resent).to_dict() == replay(clean).to_dict()
+
+
+def test_a_barge_in_ends_the_cancelled_replys_llm_and_tts_work():
+    pairs = [
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-llm-started")),
+        ("to-client", m("bot-tts-started")),
+        ("to-client", m("bot-started-speaking")),
+        ("to-client", m("user-started-speaking")),  # barge-in; Pipecat sends no llm/tts stopped for it
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-tts-started")),
+        ("to-client", m("bot-tts-text", {"text": "Good question."})),
+    ]
+    state = state_of(pairs)
+    assert [end is not None for _, end in state["intervals"]["tts_busy"]] == [True, False]
+    assert state["intervals"]["llm_busy"][0][1] == state["interruptions"][0]
+    assert state["tts"] == {"busy": True, "current_text": "Good question."}

@@ -36,7 +36,7 @@ export function liveSocket(url, onFrame, status) {
     socket = new WebSocket(`${scheme}//${location.host}${url()}`);
     socket.onopen = () => {
       delay = 500;
-      status.textContent = "live";
+      status.textContent = "connected";
       status.classList.remove("down");
     };
     socket.onmessage = (message) => {
