@@ -54,7 +54,7 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
         page = context.new_page()
         log_in(page, server, username, password)
         page.goto(f"{server.url}/sessions/")
-        page.wait_for_selector("#conn:text('live')")
+        page.wait_for_selector("#conn:text('connected')")
         row = f"#live-sessions tr[data-session='{session_id}']"
 
         bot = connect_bot(server, token, session_id)
@@ -89,7 +89,7 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
 
         # A page opened now lists it as ended, in the history only.
         page.reload()
-        page.wait_for_selector("#conn:text('live')")
+        page.wait_for_selector("#conn:text('connected')")
         assert page.locator(row).count() == 0
         history = page.locator("#history tr", has=page.locator(f"a:text-is('{session_id}')"))
         assert history.locator(".pill").all_inner_texts() == ["ended"]

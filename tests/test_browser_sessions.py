@@ -78,7 +78,7 @@ def test_a_live_session_in_the_browser(page, demo_server):
     server, username, password, _ = demo_server
     log_in(page, server, username, password)
     page.goto(f"{server.url}/sessions/")
-    page.wait_for_selector("#conn:text('live')")
+    page.wait_for_selector("#conn:text('connected')")
 
     bot = Bot(server, SESSION)
     bot.send("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "from-client")
@@ -87,7 +87,7 @@ def test_a_live_session_in_the_browser(page, demo_server):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     page.click(f"#live-sessions a:text('{SESSION}')")
-    page.wait_for_selector("#conn:text('live')")
+    page.wait_for_selector("#conn:text('connected')")
     bot.turn(["where", "is", "my", "order"], ["It ships today.", "Anything else?"])
     page.wait_for_function(
         "() => document.querySelectorAll('#transcript li.bot').length === 1 && document.querySelector('#transcript li.bot .text').textContent === 'It ships today. Anything else?'"

@@ -16,7 +16,7 @@ import websockets
 
 from tests.conftest import skip_or_fail
 from tests.server import DaphneServer
-from tests.sockets import rtvi, wrap
+from tests.sockets import Page, rtvi, wrap
 
 pytestmark = [pytest.mark.services, pytest.mark.timeout(180)]
 
@@ -72,16 +72,18 @@ def browser(server, path, cookie):
     return websockets.connect(f"{server.ws_url}{path}", additional_headers={"Cookie": cookie}, origin=server.url)
 
 
-async def watch(server, session_id, cookie, count, ready):
-    got = []
+async def watch(server, session_id, cookie, count, ready) -> Page:
+    """A session page's model on `server`: patches applied, a snapshot asked for on any gap."""
+    page = Page()
     async with browser(server, f"/ws/sessions/{session_id}/", cookie) as sock:
         ready.set()
-        while not got or got[-1] < count:
+        while page.version < count:
             frame = json.loads(await asyncio.wait_for(sock.recv(), 15))
-            if frame.get("type") in ("snapshot", "events"):
-                got += [e["seq"] for e in frame["events"] if not got or e["seq"] > got[-1]]
-                await sock.send(json.dumps({"ack": got[-1]}))
-    return got
+            if page.take(frame) == "gap" or frame.get("type") == "resync":
+                await sock.send(json.dumps({"snapshot": True}))
+            elif page.state is not None:
+                await sock.send(json.dumps({"ack": page.version}))
+    return page
 
 
 async def test_a_bot_on_one_process_reaches_browsers_on_both_and_postgresql(cluster):
@@ -108,7 +110,9 @@ async def test_a_bot_on_one_process_reaches_browsers_on_both_and_postgresql(clus
             acks = {json.loads(await asyncio.wait_for(bot.recv(), 15))["ack"] for _ in range(count - 1)}
             assert acks == set(range(2, count + 1))
             got_a, got_b = await asyncio.gather(on_a, on_b)
-    assert got_a == got_b == list(range(1, count + 1))
+    assert got_a.seqs == got_b.seqs == list(range(1, count + 1))
+    assert got_a.state == got_b.state  # both processes' pages show the same derived state
+    assert got_a.state["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(2, count + 1))
 
     # Stored in PostgreSQL, readable through either process.
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
@@ -181,7 +185,9 @@ async def test_a_redis_restart_loses_no_acknowledged_message(cluster):
         await asyncio.sleep(1)
         assert await send(range(201, count + 1)) == set(range(201, count + 1))
         got = await asyncio.wait_for(watcher, 60)
-    assert got == list(range(1, count + 1))  # the browser was made whole from the database
+    # The browser was made whole from the database: a snapshot after the relays Redis lost.
+    assert got.seqs == list(range(1, count + 1))
+    assert got.state["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(1, count + 1))
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
         lines = (await api.get(f"{b.url}/api/sessions/{session_id}/events.ndjson")).text.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, count + 1))
