@@ -304,6 +304,7 @@ class LiveSession:
     connections: int = 0
     last_summary_at: float = 0.0
     summary_due: bool = True
+    summary: dict = field(default_factory=dict)  # the fields of the next summary update
     ended: bool = False
     # seq -> repliers waiting for it to be stored (a resend of a pending seq)
     waiting: dict[int, list[Replier]] = field(default_factory=dict)
@@ -583,6 +584,7 @@ class Writer:
         self.task = loop.create_task(self._run())
         self.failures = 0
         self.unavailable_since: float | None = None
+        self.due: dict[int, LiveSession] = {}  # sessions whose row awaits a summary update
 
     @property
     def backlog(self) -> int:
@@ -618,14 +620,19 @@ class Writer:
 
     async def flush(self) -> None:
         async with self.lock:
-            if not self.pending:
+            # Summaries come from the state as folded so far (they are 1 Hz figures)
+            # and go in the same transaction as the batch: one round trip a flush.
+            updates = self._due_summaries()
+            if not self.pending and not updates:
                 return
             batch, self.pending = self.pending, []
             last_event_at = timezone.now()
             try:
-                quarantined = await in_db_thread(self._store, batch, last_event_at)
+                quarantined, changed = await in_db_thread(self._store, batch, updates, last_event_at)
             except Exception:
                 self.pending[:0] = batch  # keep order; nothing was acknowledged
+                for live in updates.values():
+                    self._mark_due(live)
                 raise
             if quarantined:
                 logger.warning("%d RTVI messages were stored escaped: the database refused them as sent", quarantined)
@@ -634,48 +641,59 @@ class Writer:
             for row in batch:
                 if row.live.pk not in sessions:
                     sessions[row.live.pk] = (row.live, row.live.state.version)
+                    self._mark_due(row.live)
                 if not row.refused:
                     row.live.state.apply(row.as_state_event())
-            updates = self._due_summaries(sessions)
-            changed = await self._store_summaries(updates, last_event_at) if updates else []
         await self._after_store(batch, sessions, changed)
 
-    def _due_summaries(self, sessions: dict[int, tuple[LiveSession, int]]) -> dict[int, dict]:
+    def _mark_due(self, live: LiveSession) -> None:
+        live.summary_due = True
+        self.due[live.pk] = live
+
+    def _due_summaries(self) -> dict[int, LiveSession]:
+        """Sessions whose row is due an update (at most SUMMARIES_PER_FLUSH), their fields computed now."""
         now = time.monotonic()
-        updates = {}
-        for live, _ in sessions.values():
-            if live.summary_due and (now - live.last_summary_at >= settings.SESSION_SUMMARY_INTERVAL):
-                updates[live.pk] = session_fields(live.state)
-                live.last_summary_at, live.summary_due = now, False
-                # Sessions that started together would otherwise all be
-                # summarised in the same flush, every interval: spread them.
-                if len(updates) >= SUMMARIES_PER_FLUSH:
-                    break
+        updates: dict[int, LiveSession] = {}
+        for pk, live in list(self.due.items()):
+            if now - live.last_summary_at < settings.SESSION_SUMMARY_INTERVAL:
+                continue
+            # Sessions that started together would otherwise all be
+            # summarised in the same flush, every interval: spread them.
+            if len(updates) >= SUMMARIES_PER_FLUSH:
+                break
+            del self.due[pk]
+            live.summary = session_fields(live.state)
+            live.last_summary_at, live.summary_due = now, False
+            updates[pk] = live
         return updates
 
-    async def _store_summaries(self, updates: dict[int, dict], last_event_at) -> list[Session]:
-        try:
-            return await in_db_thread(self._summaries, updates, last_event_at)
-        except Exception:
-            # The events are stored; a summary is derived and comes again next second.
-            logger.warning("Updating %d session summaries failed", len(updates), exc_info=True)
-            return []
-
     @classmethod
-    def _store(cls, batch: list[Row], last_event_at) -> int:
-        """Insert the batch. Rows the database refuses for their data are stored escaped, alone.
+    def _store(cls, batch: list[Row], updates: dict[int, "LiveSession"], last_event_at) -> tuple[int, list[Session]]:
+        """Insert the batch and the due summaries. Rows the database refuses for their data are stored escaped, alone.
 
-        Returns how many rows had to be escaped. A database that is down or
-        locked raises, and the batch is kept for the next flush.
+        Returns how many rows had to be escaped, and the sessions whose rows
+        were updated. A database that is down or locked raises, and the batch
+        is kept for the next flush.
         """
+        fields = {pk: live.summary for pk, live in updates.items()}
         try:
             with transaction.atomic():
-                cls._insert(batch, last_event_at)
-            return 0
+                if batch:
+                    cls._insert(batch, last_event_at)
+                for pk, values in fields.items():
+                    Session.objects.filter(pk=pk).update(**values)
+            escaped = 0
         except UNAVAILABLE:
             raise
         except Exception:
             logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
+            escaped = cls._store_alone(batch, last_event_at)
+            cls._summaries_alone(fields)
+        changed = list(Session.objects.select_related("agent").filter(pk__in=fields)) if fields else []
+        return escaped, changed
+
+    @classmethod
+    def _store_alone(cls, batch: list[Row], last_event_at) -> int:
         escaped = 0
         for row in batch:
             try:
@@ -699,23 +717,23 @@ class Writer:
                 logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
         return escaped
 
+    @staticmethod
+    def _summaries_alone(fields: dict[int, dict]) -> None:
+        for pk, values in fields.items():
+            try:
+                with transaction.atomic():
+                    Session.objects.filter(pk=pk).update(**values)
+            except UNAVAILABLE:
+                raise
+            except Exception:
+                # The events are stored; a summary is derived, and comes again with the next one.
+                logger.warning("The summary of session %s was refused", pk, exc_info=True)
+
     @classmethod
     def _insert(cls, rows: list[Row], last_event_at) -> None:
         with connection.cursor() as cursor:
             cursor.executemany(cls.INSERT, [row.as_params() for row in rows])
         Session.objects.filter(pk__in={row.live.pk for row in rows}).update(last_event_at=last_event_at)
-
-    @staticmethod
-    def _summaries(updates: dict[int, dict], last_event_at) -> list[Session]:
-        for pk, fields in updates.items():
-            try:
-                with transaction.atomic():
-                    Session.objects.filter(pk=pk).update(**fields)
-            except UNAVAILABLE:
-                raise
-            except Exception:
-                logger.warning("The summary of session %s was refused", pk, exc_info=True)
-        return list(Session.objects.select_related("agent").filter(pk__in=updates))
 
     async def _after_store(
         self, batch: list[Row], sessions: dict[int, tuple[LiveSession, int]], changed: list[Session]
@@ -741,8 +759,8 @@ class Writer:
             events.sort(key=lambda e: e["seq"])
             await relay(session_group(pk), batch_message(live, events, version_from))
         for session in changed:
-            live, _ = sessions[session.pk]
             await session_changed(session, "updated")
+        for live, _ in sessions.values():
             if live.state.fatal and not live.ended:
                 await end_session(live, "fatal error")
 
