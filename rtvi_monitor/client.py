@@ -29,11 +29,9 @@ from urllib.parse import quote
 
 import websockets
 
-logger = logging.getLogger("rtvi_monitor.client")
+from rtvi_monitor.wire import CLOSE_TOO_BIG, FATAL_CLOSE_CODES, MAX_FRAME_BYTES
 
-FATAL_CLOSE_CODES = {4400, 4401, 4403}
-CLOSE_TOO_BIG = 4009
-MAX_FRAME_BYTES = 256 * 1024  # the dashboard's INGEST_MAX_FRAME_BYTES default
+logger = logging.getLogger("rtvi_monitor.client")
 
 
 class DashboardClient:

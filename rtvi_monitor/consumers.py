@@ -20,23 +20,23 @@ from django.utils import timezone
 
 from dashboard.auth import bearer_token, organization_of
 from dashboard.models import Agent
-from rtvi_monitor import lifecycle, live, protocol
+from rtvi_monitor import events, lifecycle, protocol, relay, writer
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
+from rtvi_monitor.ratelimit import TokenBucket
+from rtvi_monitor.registry import LiveSession, registry
+from rtvi_monitor.wire import (
+    CLOSE_BAD_REQUEST,
+    CLOSE_BAD_TOKEN,
+    CLOSE_FORBIDDEN,
+    CLOSE_NOT_FOUND,
+    CLOSE_RATE,
+    CLOSE_STALLED,
+    CLOSE_TOO_BIG,
+)
 
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 
 logger = logging.getLogger(__name__)
-
-# Close codes. daphne drops close reasons, so a bot is told why in an
-# {"error": ..., "fatal": true} frame first. A server may send only 1000 and
-# 3000-4999 (autobahn refuses 1009 from a server), hence 4009 for "too big".
-CLOSE_BAD_TOKEN = 4401
-CLOSE_FORBIDDEN = 4403
-CLOSE_NOT_FOUND = 4404
-CLOSE_BAD_REQUEST = 4400
-CLOSE_TOO_BIG = 4009
-CLOSE_RATE = 4429
-CLOSE_STALLED = 4008
 
 # A frame to a browser longer than this goes as parts (daphne refuses to send
 # more than 1 MiB at once; a part's text may double when escaped).
@@ -61,23 +61,6 @@ class LeanDispatchMixin:
 
 def _query(scope) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
-
-
-class TokenBucket:
-    """Allows `rate` per second sustained, with bursts of `burst` seconds' worth."""
-
-    def __init__(self, rate: float, burst_seconds: float):
-        self.rate = rate
-        self.capacity = max(rate * burst_seconds, 1.0)
-        self.tokens = self.capacity
-        self.at = time.monotonic()
-
-    def take(self, n: int) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        self.tokens -= n
-        return self.tokens >= 0
 
 
 @database_sync_to_async
@@ -129,7 +112,7 @@ def _is_uuid(value: str) -> bool:
 class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     """A bot's stream. Every frame is recorded and answered; only auth, size, rate and caps close it."""
 
-    live_session: live.LiveSession | None = None
+    live_session: LiveSession | None = None
     token_pk: int | None = None
 
     async def connect(self):
@@ -144,7 +127,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if isinstance(opened, str):
             return await self.fail(opened, CLOSE_BAD_TOKEN)
         token_pk, session, event, warning = opened
-        held = live.registry.per_token.get(token_pk, 0)
+        held = registry.per_token.get(token_pk, 0)
         if held >= settings.INGEST_MAX_CONNECTIONS_PER_TOKEN:
             return await self.fail(
                 f"This ingest token has {held} bot connections open here, its limit "
@@ -152,14 +135,14 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
                 CLOSE_RATE,
             )
         self.token_pk = token_pk
-        live.registry.per_token[token_pk] = held + 1
+        registry.per_token[token_pk] = held + 1
         self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
-        self.writer = live.get_writer()
-        self.live_session = await live.registry.attach(session)
+        self.writer = writer.get_writer()
+        self.live_session = await registry.attach(session)
         if warning:
             await self.reply([{"error": warning, "seq": None}])
         if event:
-            await live.session_changed(session, event)
+            await relay.session_changed(session, event)
 
     async def fail(self, error: str, code: int):
         await self.send(text_data=json.dumps({"error": error, "fatal": True}))
@@ -224,13 +207,13 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         if self.token_pk is not None:
-            live.registry.per_token[self.token_pk] -= 1
+            registry.per_token[self.token_pk] -= 1
         if self.live_session is not None:
             try:
                 await self.writer.flush()
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
                 logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
-            if live.registry.detach(self.live_session):
+            if registry.detach(self.live_session):
                 await lifecycle.bot_left(self.live_session)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
@@ -268,7 +251,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.session = await _find_session(user, self.scope["url_route"]["kwargs"]["session_id"])
         if self.session is None:
             return await self.close(CLOSE_NOT_FOUND)
-        self.group = live.session_group(self.session.pk)
+        self.group = relay.session_group(self.session.pk)
         self.sent = self.acked = 0  # versions
         self.paused_since: float | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -285,12 +268,14 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return await self.send(text_data=text)
         for start in range(0, len(text), FRAME_PART):
             end = start + FRAME_PART
-            await self.send(text_data=live.to_json({"type": "part", "data": text[start:end], "last": end >= len(text)}))
+            await self.send(
+                text_data=relay.to_json({"type": "part", "data": text[start:end], "last": end >= len(text)})
+            )
 
     async def send_snapshot(self) -> None:
         """The derived state, its list bases and the newest events, as of one moment."""
         pk = self.session.pk
-        here = live.registry.sessions.get(pk)
+        here = registry.sessions.get(pk)
         if here is not None:
             snapshot = {"state": here.state.to_dict(), "bases": here.state.bases()}
         else:
@@ -298,16 +283,16 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         upto = snapshot.pop("upto", None)
 
         def load():
-            events = live.load_events(
+            recent = events.load_events(
                 pk, limit=settings.BROWSER_RECENT_EVENTS, newest=True, preview=True, upto_seq=upto
             )
-            return Session.objects.select_related("agent").get(pk=pk), events
+            return Session.objects.select_related("agent").get(pk=pk), recent
 
-        session, events = await database_sync_to_async(load)()
+        session, recent = await database_sync_to_async(load)()
         self.sent = self.acked = snapshot["state"].get("version", 0)
         self.paused_since = None
         await self.send_frame(
-            live.to_json({"type": "snapshot", "session": live.session_row(session), **snapshot, "events": events})
+            relay.to_json({"type": "snapshot", "session": session.row(), **snapshot, "events": recent})
         )
 
     async def receive(self, text_data=None, bytes_data=None):
@@ -340,7 +325,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def session_changed(self, message):
         kind = "ended" if message["event"] == "ended" else "session"
-        await self.send(text_data=live.to_json({"type": kind, "session": message["session"]}))
+        await self.send(text_data=relay.to_json({"type": kind, "session": message["session"]}))
 
     async def session_list(self, message):
         pass  # list updates go to SessionListConsumer
@@ -351,9 +336,9 @@ def _stored_snapshot(pk: int) -> dict:
     session = Session.objects.get(pk=pk)
     if session.state is not None:
         return {"state": session.state, "bases": {}}
-    events = live.load_events(pk)
-    state = live.replay(events)
-    return {"state": state.to_dict(), "bases": state.bases(), "upto": events[-1]["seq"] if events else 0}
+    stored = events.load_events(pk)
+    state = events.replay(stored)
+    return {"state": state.to_dict(), "bases": state.bases(), "upto": stored[-1]["seq"] if stored else 0}
 
 
 @database_sync_to_async
@@ -362,7 +347,7 @@ def _live_rows(user):
     if organization is None:
         return None, []
     sessions = Session.objects.live().filter(organization=organization).select_related("agent")[:500]
-    return organization, [live.session_row(s) for s in sessions]
+    return organization, [s.row() for s in sessions]
 
 
 class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
@@ -377,7 +362,7 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         organization, rows = await _live_rows(user)
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
-        self.group = live.org_group(organization.pk)
+        self.group = relay.org_group(organization.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
@@ -390,4 +375,4 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         pass
 
     async def session_list(self, message):
-        await self.send(text_data=live.to_json({"type": message["event"], "session": message["session"]}))
+        await self.send(text_data=relay.to_json({"type": message["event"], "session": message["session"]}))

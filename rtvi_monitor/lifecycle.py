@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -27,8 +28,10 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from rtvi_monitor import live
-from rtvi_monitor.models import ServerProcess, Session
+from rtvi_monitor import events, relay, writer
+from rtvi_monitor.dbthread import in_db_thread
+from rtvi_monitor.models import ServerProcess, Session, summary_fields
+from rtvi_monitor.registry import LiveSession, registry
 
 logger = logging.getLogger(__name__)
 
@@ -89,12 +92,12 @@ async def sweep() -> int:
         orphans = _mark_orphans(now)
         return orphans, _due(now)
 
-    orphans, due = await live.in_db_thread(step)
+    orphans, due = await in_db_thread(step)
     if orphans:
         logger.info("%d live sessions lost their server process; they end after the grace period", orphans)
     ended = 0
     for pk, left_at, reason in due:
-        here = live.registry.sessions.get(pk)
+        here = registry.sessions.get(pk)
         if here is not None and here.connections > 0:
             continue  # its bot is back on this process; attach cleared bot_left_at already
         reason = reason or "bot disconnected"
@@ -102,25 +105,25 @@ async def sweep() -> int:
             here = await _load(pk)
             if here is None:
                 continue
-        await live.end_session(here, reason, ended_at=left_at.timestamp(), only_if_away=True)
+        await end_session(here, reason, ended_at=left_at.timestamp(), only_if_away=True)
         ended += 1
     return ended
 
 
-async def _load(pk: int) -> "live.LiveSession | None":
+async def _load(pk: int) -> LiveSession | None:
     """A session nobody here holds, with its state replayed from what is stored."""
 
     def load():
         session = Session.objects.filter(pk=pk).first()
-        return (session, live.replay(live.load_events(pk))) if session else (None, None)
+        return (session, events.replay(events.load_events(pk))) if session else (None, None)
 
-    session, state = await live.in_db_thread(load)  # a long replay stays off the event loop
+    session, state = await in_db_thread(load)  # a long replay stays off the event loop
     if session is None:
         return None
-    return live.LiveSession(pk, session.organization_id, session.session_id, state, {})
+    return LiveSession(pk, session.organization_id, session.session_id, state, {})
 
 
-async def bot_left(live_session: "live.LiveSession") -> None:
+async def bot_left(live_session: LiveSession) -> None:
     """The last bot connection of a session on this process closed: away, until the grace decides."""
 
     def store():
@@ -131,9 +134,9 @@ async def bot_left(live_session: "live.LiveSession") -> None:
         )
         return Session.objects.select_related("agent").get(pk=live_session.pk) if updated else None
 
-    session = await live.in_db_thread(store)
+    session = await in_db_thread(store)
     if session is not None:
-        await live.session_changed(session, "away")
+        await relay.session_changed(session, "away")
 
 
 async def release() -> None:
@@ -147,6 +150,39 @@ async def release() -> None:
         ServerProcess.objects.filter(id=SERVER_ID).update(heartbeat_at=datetime(2000, 1, 1, tzinfo=UTC))
 
     try:
-        await live.in_db_thread(store)
+        await in_db_thread(store)
     except Exception:
         logger.warning("Could not release this process's sessions; the sweep will", exc_info=True)
+
+
+async def end_session(
+    live: LiveSession, reason: str, ended_at: float | None = None, only_if_away: bool = False
+) -> None:
+    """Store everything pending, then mark the session ended with its final state.
+
+    `ended_at` (epoch seconds) defaults to the last message's time. With
+    `only_if_away`, only if its bot is still away (no process has it back).
+    """
+    await writer.get_writer().flush()
+    version_from = live.state.version
+    at = ended_at if ended_at is not None else (live.state.last_at or time.time())
+    live.state.end(at, reason)
+    fields = summary_fields(live.state)
+    fields["state"] = live.state.to_dict()
+    await relay.relay(relay.session_group(live.pk), relay.batch_message(live, [], version_from))
+    end = datetime.fromtimestamp(at, tz=UTC)
+
+    def store():
+        queryset = Session.objects.filter(pk=live.pk, status=Session.Status.LIVE)
+        if only_if_away:
+            queryset = queryset.filter(bot_left_at__isnull=False)
+        ended = queryset.update(status=Session.Status.ENDED, ended_at=end, end_reason=reason, holder="", **fields)
+        return Session.objects.select_related("agent").get(pk=live.pk) if ended else None
+
+    session = await in_db_thread(store)
+    if live.connections <= 0:
+        registry.sessions.pop(live.pk, None)
+    if session is None:
+        return
+    live.ended = True
+    await relay.session_changed(session, "ended")

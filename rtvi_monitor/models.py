@@ -7,12 +7,17 @@ the full derived state is recomputed from the events by `rtvi_monitor.state`,
 and frozen into `Session.state` when the session ends.
 """
 
+import json
 import re
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.utils import timezone
 
 from dashboard.models import Agent, Organization, Secret
+
+if TYPE_CHECKING:
+    from rtvi_monitor.state import SessionState
 
 # Not only dots ("." and ".." cannot be put in a URL); \Z, since $ lets a trailing newline through.
 SESSION_ID_RE = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.:-]{1,100}\Z")
@@ -89,6 +94,10 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.session_id
 
+    def row(self) -> dict:
+        """The session as lists (sockets and API) show it."""
+        return session_row(self)
+
     @property
     def bot_state(self) -> str | None:
         """ "connected", "away" (left within the grace period) or None once ended."""
@@ -136,3 +145,75 @@ class ServerProcess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid} ({self.id})"
+
+
+def storable(text: str) -> str:
+    """Text any database column takes: NUL and lone surrogates escaped, visibly."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\u0000")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _db_text(text: str) -> str:
+    return storable(text)
+
+
+def _db_json(value: Any) -> Any:
+    """A JSON value any database's JSON column takes (PostgreSQL's jsonb refuses NUL)."""
+    text = json.dumps(value)
+    return json.loads(text.replace("\\u0000", "\\\\u0000")) if "\\u0000" in text else value
+
+
+def summary_fields(state: "SessionState") -> dict:
+    """The Session columns derived from the state: what lists, filters and search read."""
+    # Called about once a second per live session: read the state's parts
+    # directly rather than building the whole to_dict().
+    summary = state.summary()
+    latency = summary.get("latency") or {}
+    return {
+        "protocol_version": _db_text(summary.get("protocol_version") or "")[:32],
+        "client_about": _db_json(state.client_about) if isinstance(state.client_about, dict) else {},
+        "bot_about": _db_json(state.bot_about) if isinstance(state.bot_about, dict) else {},
+        "event_count": summary["event_count"],
+        "invalid_count": summary["invalid_count"],
+        "unknown_count": summary["unknown_count"],
+        "error_count": summary["error_count"],
+        "turn_count": summary["turn_count"],
+        "interruption_count": summary["interruptions"],
+        "latency_p50_ms": latency.get("p50"),
+        "latency_p95_ms": latency.get("p95"),
+        "latency_max_ms": latency.get("max"),
+        "fatal": summary["fatal"],
+        "transcript_text": _db_text(
+            "\n".join(f"{item['role']}: {item['text']}" for item in state.transcript if item.get("final", True))
+        ),
+    }
+
+
+def session_row(session: Session) -> dict:
+    """A session as the session list (socket and API) shows it."""
+    return {
+        "id": session.session_id,
+        "agent_id": str(session.agent_id) if session.agent_id else None,
+        "agent_name": session.agent.name if session.agent_id and session.agent else None,
+        "status": session.status,
+        "bot": session.bot_state,
+        "away_since": session.bot_left_at.isoformat() if session.bot_left_at and session.bot_state else None,
+        "end_reason": session.end_reason,
+        "protocol_version": session.protocol_version,
+        "started_at": session.started_at.isoformat(),
+        "ended_at": session.ended_at.isoformat() if session.ended_at else None,
+        "last_event_at": session.last_event_at.isoformat() if session.last_event_at else None,
+        "duration_s": session.duration_seconds,
+        "event_count": session.event_count,
+        "invalid_count": session.invalid_count,
+        "error_count": session.error_count,
+        "turn_count": session.turn_count,
+        "interruption_count": session.interruption_count,
+        "latency": {"p50": session.latency_p50_ms, "p95": session.latency_p95_ms, "max": session.latency_max_ms},
+        "fatal": session.fatal,
+    }

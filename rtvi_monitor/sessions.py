@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from rtvi_monitor import live
+from rtvi_monitor import events
 from rtvi_monitor.models import Session
 
 
@@ -60,10 +60,10 @@ def session_detail(session: Session) -> dict:
     so this is what the ingesting process holds); ended ones keep their final
     state.
     """
-    state = session.state if session.state is not None else live.replay(live.load_events(session.pk)).to_dict()
+    state = session.state if session.state is not None else events.replay(events.load_events(session.pk)).to_dict()
     counts = state.get("counts") or {}
     return {
-        **live.session_row(session),
+        **session.row(),
         **state,
         "event_count": counts.get("total", session.event_count),
         "invalid_count": counts.get("invalid", session.invalid_count),

@@ -4,8 +4,7 @@ from django.http import StreamingHttpResponse
 
 from dashboard.auth import json_error, json_methods, key_or_staff_required
 from dashboard.http import StrictJsonResponse, strict_dumps
-from rtvi_monitor import live
-from rtvi_monitor.live import stored_message
+from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
 
@@ -35,7 +34,7 @@ def session_list(request):
     more = len(page) > limit
     return StrictJsonResponse(
         {
-            "sessions": [live.session_row(s) for s in page[:limit]],
+            "sessions": [s.row() for s in page[:limit]],
             "offset": offset,
             "limit": limit,
             "next_offset": offset + limit if more else None,
@@ -98,4 +97,4 @@ def session_event(request, session_id, seq):
     event = Event.objects.filter(session=session, seq=seq).first()
     if event is None:
         return json_error(f"Session {session_id!r} has no message with seq {seq}.", 404)
-    return StrictJsonResponse(live.event_from_db(event))
+    return StrictJsonResponse(event_from_db(event))

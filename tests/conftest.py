@@ -150,17 +150,18 @@ def live_settings(settings):
 @pytest.fixture
 def live_path(transactional_db, live_settings):
     """A clean live path: the registry is per process and outlives a test's database."""
-    from rtvi_monitor import live
+    from rtvi_monitor.dbthread import DB_THREAD
+    from rtvi_monitor.registry import registry
 
-    live.registry.sessions.clear()
-    live.registry.per_token.clear()
-    yield live
-    live.registry.sessions.clear()
-    live.registry.per_token.clear()
+    registry.sessions.clear()
+    registry.per_token.clear()
+    yield registry
+    registry.sessions.clear()
+    registry.per_token.clear()
     # The writer's thread keeps its connection; close it so the test database can go.
     from django.db import connection
 
-    live.DB_THREAD.submit(lambda: connection.close()).result()
+    DB_THREAD.submit(lambda: connection.close()).result()
 
 
 @pytest.fixture

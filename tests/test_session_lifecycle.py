@@ -7,8 +7,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from rtvi_monitor import lifecycle, live
+from rtvi_monitor import lifecycle
 from rtvi_monitor.models import ServerProcess, Session
+from rtvi_monitor.registry import LiveSession, registry
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -83,7 +84,7 @@ async def test_sessions_of_a_process_that_stopped_beating_end_after_the_grace(in
     # Another process held it and died: its heartbeat is old, and nobody ever closed the socket.
     await sync_to_async(ServerProcess.objects.create)(id="dead", heartbeat_at=timezone.now() - timedelta(hours=1))
     await sync_to_async(Session.objects.filter(session_id="orphan").update)(holder="dead")
-    live.registry.sessions.clear()  # that process's memory is gone too
+    registry.sessions.clear()  # that process's memory is gone too
     await wait_for(lambda: _status("orphan", "ended"), timeout=5)
     stored = await session("orphan")
     assert stored.end_reason == "server restarted"
@@ -116,7 +117,7 @@ async def test_a_failure_inside_the_consumer_is_answered_and_the_session_still_e
         raise RuntimeError("a bug")
 
     bot = await connect(ingest_token, "buggy")
-    monkeypatch.setattr(live.LiveSession, "accept", broken)
+    monkeypatch.setattr(LiveSession, "accept", broken)
     await send(bot, wrap(1, rtvi("bot-ready")))
     reply = await receive(bot)
     assert "could not handle this frame" in reply["error"]
@@ -132,7 +133,7 @@ async def test_the_client_disconnect_is_on_the_timeline(ingest_token):
     await send(bot, wrap(1, rtvi("disconnect-bot", id="d1"), direction="from-client"))
     await receive(bot)
     await bot.disconnect()
-    here = live.registry.sessions.get((await session("bye")).pk)
+    here = registry.sessions.get((await session("bye")).pk)
     state = here.state.to_dict() if here else (await session("bye")).state
     assert state["markers"][0]["kind"] == "disconnect-bot"
 

@@ -64,9 +64,9 @@ async def test_a_browser_never_sees_another_organizations_session(other_org, sta
 
 
 def server_state(session_id="s1") -> dict:
-    from rtvi_monitor import live
+    from rtvi_monitor.registry import registry
 
-    (here,) = [s for s in live.registry.sessions.values() if s.session_id == session_id]
+    (here,) = [s for s in registry.sessions.values() if s.session_id == session_id]
     return json.loads(json.dumps(here.state.to_dict()))
 
 

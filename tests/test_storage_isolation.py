@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
-from rtvi_monitor import live
+from rtvi_monitor import registry, writer
 from rtvi_monitor.models import Event
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
@@ -24,7 +24,7 @@ async def stored(session_id) -> dict[int, Event]:
 
 async def test_a_row_the_database_refuses_is_answered_and_others_in_the_batch_are_stored(ingest_token, monkeypatch):
     """A seq past what the database's column holds (the boundary is widened here to let it through)."""
-    monkeypatch.setattr(live, "MAX_SEQ", 2**70)
+    monkeypatch.setattr(registry, "MAX_SEQ", 2**70)
     bad, good = await connect("refused", ingest_token), await connect("healthy", ingest_token)
     await send(bad, {"batch": [wrap(1, rtvi("bot-ready")), wrap(2**63 + 5, rtvi("bot-llm-text", {"text": "x"}))]})
     await send(good, wrap(1, rtvi("bot-llm-text", {"text": "fine"})))
@@ -45,14 +45,14 @@ async def test_a_row_the_database_refuses_is_answered_and_others_in_the_batch_ar
 
 async def test_a_row_refused_as_sent_is_stored_escaped_as_an_invalid_record(ingest_token, monkeypatch):
     """A database that refuses a row's text (as PostgreSQL refuses NUL): the row alone is kept escaped."""
-    real_insert = live.Writer._insert.__func__
+    real_insert = writer.Writer._insert.__func__
 
     def picky(cls, rows, last_event_at):
         if any(row.valid and "\\u2603" in row.text for row in rows):
             raise IntegrityError("this database does not take snowmen")
         return real_insert(cls, rows, last_event_at)
 
-    monkeypatch.setattr(live.Writer, "_insert", classmethod(picky))
+    monkeypatch.setattr(writer.Writer, "_insert", classmethod(picky))
     bad, good = await connect("snowman", ingest_token), await connect("plain", ingest_token)
     await send(bad, wrap(1, rtvi("bot-llm-text", {"text": "\u2603 " * 5000})))
     await send(good, wrap(1, rtvi("bot-llm-text", {"text": "fine"})))

@@ -1,0 +1,31 @@
+"""The live path's database thread: every query of ingest runs here, on one kept connection.
+
+One thread keeps its connection open across calls (reopening one per flush
+cost more than the insert), and SQLite sees a single writer.
+"""
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import connection
+
+DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-db")
+
+
+async def in_db_thread(fn, *args):
+    """Run fn(*args) on the live path's database thread.
+
+    The thread keeps its connection open across calls (reopening one per
+    flush cost more than the insert); a failed call drops it, so a restarted
+    database is reconnected on the next call.
+    """
+
+    def call():
+        try:
+            return fn(*args)
+        except Exception:
+            # A broken connection (database restart) must not stick.
+            connection.close()
+            raise
+
+    return await asyncio.get_running_loop().run_in_executor(DB_THREAD, call)

@@ -1,0 +1,190 @@
+"""Stored messages: a received message on its way to the database (`Row`), and back out of it.
+
+What is stored of a message is its JSON, or its raw text escaped when it was
+not JSON (`stored_form`); browsers get long messages as previews
+(`Row.as_event`, `event_from_db(preview=True)`), the whole one on request.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rtvi_monitor import protocol
+from rtvi_monitor.models import Event, storable
+from rtvi_monitor.state import Event as StateEvent
+from rtvi_monitor.state import SessionState
+from rtvi_monitor.state import replay as fold
+
+if TYPE_CHECKING:
+    from rtvi_monitor.registry import LiveSession
+
+
+class Replier(Protocol):
+    async def reply(self, payloads: list[dict]) -> None: ...
+
+
+BROWSER_PREVIEW = 4096  # characters of a message's JSON sent to browsers; the rest on request
+
+
+def reply_text(text: str, limit: int = 300) -> str:
+    """A reply to a bot never repeats its input at length."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@dataclass(slots=True)
+class Row:
+    """One received message on its way to the database and the browsers."""
+
+    live: "LiveSession"
+    seq: int
+    direction: str
+    type: str
+    received_at: float
+    sent_at: float | None
+    message: Any  # the parsed message, or the raw text when it was not JSON
+    text: str  # what is stored: the message as JSON, or the raw text
+    valid: bool
+    error: str
+    reply: dict | None  # what the bot is told once it is stored
+    replier: Replier | None
+    refused: str = ""  # set when the database refused it even escaped: answered, not stored
+
+    def as_event(self) -> dict:
+        """The row as browsers get it: long messages as a preview."""
+        message = self.message
+        if len(self.text) > BROWSER_PREVIEW:
+            message = {"truncated": True, "preview": self.text[:BROWSER_PREVIEW], "length": len(self.text)}
+        return {
+            "seq": self.seq,
+            "direction": self.direction,
+            "type": self.type,
+            "received_at": self.received_at,
+            "sent_at": self.sent_at,
+            "message": message,
+            "valid": self.valid,
+            "error": self.error,
+        }
+
+    def as_params(self) -> tuple:
+        return (
+            self.live.pk,
+            self.seq,
+            self.direction,
+            self.type,
+            self.received_at,
+            self.sent_at,
+            self.text,
+            self.valid,
+            self.error,
+        )
+
+    def as_state_event(self) -> StateEvent:
+        message = self.message if isinstance(self.message, dict) and self.valid else None
+        return StateEvent(
+            self.seq, self.direction, event_time(self.sent_at, self.received_at), message, self.valid, self.error
+        )
+
+    def quarantine(self, problem: str) -> None:
+        """The database refused the row as it was: keep it as an invalid record, escaped and cut."""
+        raw = self.text.encode("ascii", "backslashreplace").decode("ascii").replace("\x00", "\\u0000")
+        self.text = protocol.truncated(raw)
+        self.message = self.text
+        self.type = storable(self.type[: protocol.MAX_TYPE])
+        self.valid = False
+        self.error = reply_text(f"could not be stored as sent ({problem}); stored escaped and cut")
+        self.reply = {"error": self.error, "seq": self.seq}
+
+
+def stored_message(text: str) -> Any:
+    """A stored message back as JSON; the raw text as received when it was not (strict, bounded) JSON."""
+    try:
+        return protocol.parse(text)
+    except protocol.NotJSON:
+        return text
+
+
+def event_from_db(event: Event, preview: bool = False) -> dict:
+    """An Event row in the shape browsers and the API receive (long messages as a preview if asked)."""
+    if preview and len(event.message) > BROWSER_PREVIEW:
+        message = {"truncated": True, "preview": event.message[:BROWSER_PREVIEW], "length": len(event.message)}
+    else:
+        message = stored_message(event.message)
+    return {
+        "seq": event.seq,
+        "direction": event.direction,
+        "type": event.type,
+        "received_at": event.received_at,
+        "sent_at": event.sent_at,
+        "message": message,
+        "valid": event.valid,
+        "error": event.error,
+    }
+
+
+def event_time(sent_at: float | None, received_at: float) -> float:
+    """When a message happened, for the state: the bot's own clock when it says.
+
+    A bot's client batches messages, so many arrive together; their sent_at
+    keeps the real spacing that turn latencies are made of.
+    """
+    return sent_at if sent_at is not None else received_at
+
+
+def load_events(
+    session_pk: int,
+    after_seq: int = 0,
+    limit: int | None = None,
+    newest: bool = False,
+    preview: bool = False,
+    upto_seq: int | None = None,
+) -> list[dict]:
+    """Stored events of a session in seq order: after a seq, or the newest `limit`."""
+    queryset = Event.objects.filter(session_id=session_pk, seq__gt=after_seq)
+    if upto_seq is not None:
+        queryset = queryset.filter(seq__lte=upto_seq)
+    if newest and limit:
+        rows = list(queryset.order_by("-seq")[:limit])
+        rows.reverse()
+    else:
+        rows = list(queryset.order_by("seq")[:limit] if limit else queryset.order_by("seq"))
+    return [event_from_db(e, preview) for e in rows]
+
+
+def stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:
+    """What is stored of a message: its JSON, or the raw text (escaped) when it was not JSON.
+
+    A number too big for a float was parsed as infinity: strict JSON has none,
+    so such a message is invalid, kept as the text it makes.
+    """
+    if checked.message is None:
+        return checked, storable(checked.raw)
+    try:
+        return checked, json.dumps(checked.message, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = protocol.truncated(json.dumps(checked.message, separators=(",", ":")))
+        error = "a number is out of range (JSON has no Infinity)"
+        return protocol.Validated(None, checked.type, False, checked.known, error, text), text
+
+
+def stored_text(event: dict) -> str:
+    message = event["message"]
+    return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
+
+
+def content_hash(text: str) -> int:
+    return hash(text)
+
+
+def replay(events: list[dict]) -> SessionState:
+    """The state folded from stored events (event_from_db's shape), in the order given."""
+    return fold(
+        StateEvent(
+            e["seq"],
+            e["direction"],
+            event_time(e["sent_at"], e["received_at"]),
+            e["message"] if isinstance(e["message"], dict) and e["valid"] else None,
+            e["valid"],
+            e["error"],
+        )
+        for e in events
+    )

@@ -1,0 +1,272 @@
+"""Where messages are stored: one writer per server process, and its database thread.
+
+Rows from every bot connection of the process wait in `Writer.pending`; on a
+fixed cadence (INGEST_FLUSH_INTERVAL) one INSERT stores them, with the due
+session summaries, in one transaction. Then, in this order: the rows are folded
+into their sessions' states, the bots get their acks ("ack" means stored),
+and each session's browsers get one batch (rtvi_monitor/relay.py).
+
+A row the database refuses for its data is stored alone, escaped, as an
+invalid record; a database that is down or locked keeps the batch, and bots
+over INGEST_MAX_PENDING are told to resend later.
+"""
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from rtvi_monitor import lifecycle
+from rtvi_monitor.dbthread import in_db_thread
+from rtvi_monitor.events import Replier, Row
+from rtvi_monitor.models import Event, Session, summary_fields
+from rtvi_monitor.relay import batch_message, relay, session_changed, session_group
+
+if TYPE_CHECKING:
+    from rtvi_monitor.registry import LiveSession
+
+logger = logging.getLogger(__name__)
+
+SUMMARIES_PER_FLUSH = 10
+
+
+UNAVAILABLE = (OperationalError, InterfaceError)  # the database itself, not the data: hold and retry
+
+
+class Writer:
+    """Batches rows into one INSERT per flush; then folds them into the state, acks bots and relays."""
+
+    INSERT = (
+        f"INSERT INTO {Event._meta.db_table} "
+        "(session_id, seq, direction, type, received_at, sent_at, message, valid, error) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, seq) DO NOTHING"
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.pending: list[Row] = []
+        self.lock = asyncio.Lock()
+        self.wake = asyncio.Event()
+        self.task = loop.create_task(self._run())
+        self.failures = 0
+        self.unavailable_since: float | None = None
+        self.due: dict[int, LiveSession] = {}  # sessions whose row awaits a summary update
+
+    @property
+    def backlog(self) -> int:
+        return len(self.pending)
+
+    def add(self, row: Row) -> None:
+        self.pending.append(row)
+        if len(self.pending) >= settings.INGEST_FLUSH_ROWS:
+            self.wake.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            # Flush on a fixed cadence (not "interval after the last flush
+            # ended"), or sooner when INGEST_FLUSH_ROWS are waiting.
+            next_at = max(next_at + settings.INGEST_FLUSH_INTERVAL, loop.time())
+            try:
+                await asyncio.wait_for(self.wake.wait(), max(0.0, next_at - loop.time()))
+            except TimeoutError:
+                pass
+            self.wake.clear()
+            try:
+                await self.flush()
+            except Exception:
+                self.failures += 1
+                self.unavailable_since = self.unavailable_since or time.time()
+                logger.exception("Storing %d RTVI messages failed; retrying", len(self.pending))
+                await asyncio.sleep(min(5.0, 0.1 * 2 ** min(self.failures, 6)))
+            else:
+                self.failures = 0
+                self.unavailable_since = None
+
+    async def flush(self) -> None:
+        async with self.lock:
+            # Summaries come from the state as folded so far (they are 1 Hz figures)
+            # and go in the same transaction as the batch: one round trip a flush.
+            updates = self._due_summaries()
+            if not self.pending and not updates:
+                return
+            batch, self.pending = self.pending, []
+            last_event_at = timezone.now()
+            try:
+                quarantined, changed = await in_db_thread(self._store, batch, updates, last_event_at)
+            except Exception:
+                self.pending[:0] = batch  # keep order; nothing was acknowledged
+                for live in updates.values():
+                    self._mark_due(live)
+                raise
+            if quarantined:
+                logger.warning("%d RTVI messages were stored escaped: the database refused them as sent", quarantined)
+            # Fold what is stored into each session's state, in the order it came.
+            sessions: dict[int, tuple[LiveSession, int]] = {}
+            for row in batch:
+                if row.live.pk not in sessions:
+                    sessions[row.live.pk] = (row.live, row.live.state.version)
+                    self._mark_due(row.live)
+                if not row.refused:
+                    row.live.state.apply(row.as_state_event())
+        await self._after_store(batch, sessions, changed)
+
+    def _mark_due(self, live: "LiveSession") -> None:
+        live.summary_due = True
+        self.due[live.pk] = live
+
+    def _due_summaries(self) -> dict[int, "LiveSession"]:
+        """Sessions whose row is due an update (at most SUMMARIES_PER_FLUSH), their fields computed now."""
+        now = time.monotonic()
+        updates: dict[int, LiveSession] = {}
+        for pk, live in list(self.due.items()):
+            if now - live.last_summary_at < settings.SESSION_SUMMARY_INTERVAL:
+                continue
+            # Sessions that started together would otherwise all be
+            # summarised in the same flush, every interval: spread them.
+            if len(updates) >= SUMMARIES_PER_FLUSH:
+                break
+            del self.due[pk]
+            live.summary = summary_fields(live.state)
+            live.last_summary_at, live.summary_due = now, False
+            updates[pk] = live
+        return updates
+
+    @classmethod
+    def _store(cls, batch: list[Row], updates: dict[int, "LiveSession"], last_event_at) -> tuple[int, list[Session]]:
+        """Insert the batch and the due summaries. Rows the database refuses for their data are stored escaped, alone.
+
+        Returns how many rows had to be escaped, and the sessions whose rows
+        were updated. A database that is down or locked raises, and the batch
+        is kept for the next flush.
+        """
+        fields = {pk: live.summary for pk, live in updates.items()}
+        try:
+            with transaction.atomic():
+                if batch:
+                    cls._insert(batch, last_event_at)
+                for pk, values in fields.items():
+                    Session.objects.filter(pk=pk).update(**values)
+            escaped = 0
+        except UNAVAILABLE:
+            raise
+        except Exception:
+            logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
+            escaped = cls._store_alone(batch, last_event_at)
+            cls._summaries_alone(fields)
+        changed = list(Session.objects.select_related("agent").filter(pk__in=fields)) if fields else []
+        return escaped, changed
+
+    @classmethod
+    def _store_alone(cls, batch: list[Row], last_event_at) -> int:
+        escaped = 0
+        for row in batch:
+            try:
+                with transaction.atomic():
+                    cls._insert([row], last_event_at)
+                continue
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:
+                row.quarantine(type(exc).__name__)
+            try:
+                with transaction.atomic():
+                    cls._insert([row], last_event_at)
+                escaped += 1
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:
+                # Not even escaped: it cannot be stored, and the bot is told so (nothing else is held up).
+                row.refused = f"could not be stored ({type(exc).__name__}); not kept"
+                row.reply = {"error": row.refused, "seq": row.seq}
+                logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
+        return escaped
+
+    @staticmethod
+    def _summaries_alone(fields: dict[int, dict]) -> None:
+        for pk, values in fields.items():
+            try:
+                with transaction.atomic():
+                    Session.objects.filter(pk=pk).update(**values)
+            except UNAVAILABLE:
+                raise
+            except Exception:
+                # The events are stored; a summary is derived, and comes again with the next one.
+                logger.warning("The summary of session %s was refused", pk, exc_info=True)
+
+    @classmethod
+    def _insert(cls, rows: list[Row], last_event_at) -> None:
+        with connection.cursor() as cursor:
+            cursor.executemany(cls.INSERT, [row.as_params() for row in rows])
+        Session.objects.filter(pk__in={row.live.pk for row in rows}).update(last_event_at=last_event_at)
+
+    async def _after_store(
+        self, batch: list[Row], sessions: dict[int, tuple["LiveSession", int]], changed: list[Session]
+    ) -> None:
+        by_session: dict[int, list[dict]] = {}
+        replies: dict[Replier, list[dict]] = {}
+        for row in batch:
+            events = by_session.setdefault(row.live.pk, [])
+            if not row.refused:
+                events.append(row.as_event())
+            else:
+                row.live.seen.pop(row.seq, None)
+            for replier in row.live.waiting.pop(row.seq, ()):
+                if row.reply is not None:
+                    replies.setdefault(replier, []).append(row.reply)
+        for replier, payloads in replies.items():
+            try:
+                await replier.reply(payloads)
+            except Exception:  # the bot went away; it resends what was not acknowledged
+                logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
+        for pk, events in by_session.items():
+            live, version_from = sessions[pk]
+            events.sort(key=lambda e: e["seq"])
+            await relay(session_group(pk), batch_message(live, events, version_from))
+        for session in changed:
+            await session_changed(session, "updated")
+        for live, _ in sessions.values():
+            if live.state.fatal and not live.ended:
+                await lifecycle.end_session(live, "fatal error")
+
+
+_writers: dict[asyncio.AbstractEventLoop, Writer] = {}
+
+
+def get_writer() -> Writer:
+    """The writer of the running event loop (one per server process)."""
+    loop = asyncio.get_running_loop()
+    writer = _writers.get(loop)
+    if writer is None or writer.task.done():
+        for old in [lp for lp in _writers if lp.is_closed()]:
+            del _writers[old]
+        writer = _writers[loop] = Writer(loop)
+        _before_shutdown(writer)
+        lifecycle.start()
+    return writer
+
+
+def _before_shutdown(writer: Writer) -> None:
+    """Under daphne, store what is pending before the reactor stops, and let go of the sessions.
+
+    Whatever is still lost (a crash) was never acknowledged: the bots resend it.
+    """
+    try:
+        from twisted.internet import defer, reactor
+    except ImportError:
+        return
+    if not reactor.running:
+        return
+
+    async def stop():
+        await writer.flush()
+        await lifecycle.release()
+
+    reactor.addSystemEventTrigger(
+        "before", "shutdown", lambda: defer.Deferred.fromFuture(asyncio.ensure_future(stop()))
+    )
