@@ -604,26 +604,6 @@ def _validate(obj: Any) -> Validated:
     return Validated(obj, type_name, True, True, "", "")
 
 
-def with_defaults(msg_type: str, data: dict | None) -> dict:
-    """A copy of `data` with the catalog's defaults filled in.
-
-    send-text and send-file options default to run_immediately and
-    audio_response true; append-to-context's run_immediately to false; an
-    error's fatal to false.
-    """
-    data = dict(data) if isinstance(data, dict) else {}
-    spec = CATALOG.get(msg_type)
-    if spec is None:
-        return data
-    for field in spec.fields:
-        if field.default is not None and data.get(field.name) is None:
-            data[field.name] = field.default
-    if msg_type in ("send-text", "send-file"):
-        options = data.get("options") if isinstance(data.get("options"), dict) else {}
-        data["options"] = {**SEND_TEXT_OPTION_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    return data
-
-
 def default_direction(msg_type: str) -> str:
     """ "from-client" for client-sent types; "to-client" for bot-sent and unknown ones."""
     spec = CATALOG.get(msg_type)
@@ -637,18 +617,3 @@ def protocol_version(message: dict) -> str | None:
     data = message.get("data")
     version = data.get("version") if isinstance(data, dict) else None
     return version.strip() if isinstance(version, str) and version.strip() else None
-
-
-def normalized_version(v: str) -> str:
-    """ "1.0" -> "1.0.0", "v2.1" -> "2.1.0"; anything else it cannot read is returned stripped."""
-    text = v.strip() if isinstance(v, str) else ""
-    parts = text.removeprefix("v").split(".")
-    if 1 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
-        return ".".join([str(int(p)) for p in parts] + ["0"] * (3 - len(parts)))
-    return text
-
-
-def version_family(v: str) -> str:
-    """ "1.x" or "2.x" for RTVI versions a monitor sees side by side, else "unknown"."""
-    major = normalized_version(v).split(".")[0]
-    return f"{major}.x" if major in ("1", "2") else "unknown"

@@ -9,6 +9,7 @@ from django.utils.dateparse import parse_datetime
 
 from rtvi_monitor import events
 from rtvi_monitor.models import Session
+from rtvi_monitor.state import percentile
 
 
 class BadFilter(ValueError):
@@ -71,13 +72,6 @@ def session_detail(session: Session) -> dict:
     }
 
 
-def _percentile(values: list[float], p: float) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
 def agent_stats(organization, since) -> dict[str, dict]:
     """Per agent id: live sessions now, and turn latency over sessions started since `since`.
 
@@ -100,8 +94,8 @@ def agent_stats(organization, since) -> dict[str, dict]:
                 entry["p50s"].append(p50)
                 entry["p95s"].append(p95 if p95 is not None else p50)
     for entry in stats.values():
-        entry["p50"] = _percentile(entry.pop("p50s"), 50)
-        entry["p95"] = _percentile(entry.pop("p95s"), 95)
+        entry["p50"] = percentile(sorted(entry.pop("p50s")), 50)
+        entry["p95"] = percentile(sorted(entry.pop("p95s")), 95)
     return stats
 
 

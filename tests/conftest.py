@@ -1,4 +1,5 @@
 import os
+import socket
 
 import pytest
 from django.core.cache import cache
@@ -6,6 +7,17 @@ from django.core.cache import cache
 from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
 
 IN_CI = os.getenv("CI", "").lower() == "true"
+# The machine's real services, for the scale-out and database-specific tests.
+REDIS_URL = os.getenv("TEST_REDIS_URL", "redis://127.0.0.1:6379/2")
+DATABASE_URL = os.getenv("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def skip_or_fail(reason: str):

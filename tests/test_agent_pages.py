@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from dashboard.models import Membership, Organization
-from tests.test_agents_service import (
+from tests.agents_samples import (
     AGENT,
     BASE,
     BODY,

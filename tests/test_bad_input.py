@@ -17,10 +17,9 @@ import httpx
 import pytest
 import websockets
 
-from tests.conftest import skip_or_fail
+from tests.conftest import DATABASE_URL, reachable, skip_or_fail
 from tests.server import DaphneServer
 from tests.sockets import rtvi, wrap
-from tests.test_scale_out import DATABASE_URL, reachable
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,21 +7,18 @@ machine; with CI=true that is a failure (.ci/run starts both).
 import asyncio
 import json
 import os
-import socket
 import uuid
 
 import httpx
 import pytest
 import websockets
 
-from tests.conftest import skip_or_fail
+from tests.conftest import DATABASE_URL, REDIS_URL, reachable, skip_or_fail
 from tests.server import DaphneServer
 from tests.sockets import Page, rtvi, wrap
 
 pytestmark = [pytest.mark.services, pytest.mark.timeout(180)]
 
-REDIS_URL = os.getenv("TEST_REDIS_URL", "redis://127.0.0.1:6379/2")
-DATABASE_URL = os.getenv("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 
 STAFF = """
 from django.contrib.auth import get_user_model
@@ -37,14 +34,6 @@ session.update({{SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: "django.contrib
 session.create()
 print(session.session_key)
 """
-
-
-def reachable(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from rtvi_monitor.models import Session
-from tests.test_sessions_api import make_session
+from tests.session_samples import make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def test_home_says_whether_everything_is_fine(staff_client, org, agents):
 
 
 def test_the_agents_page_shows_live_sessions_and_latency(staff_client, org, agents, httpx_mock, settings):
-    from tests.test_agents_service import AGENT, BASE, KEY, URL
+    from tests.agents_samples import AGENT, BASE, KEY, URL
 
     org.agents_api_base_url, org.agents_api_key = BASE, KEY
     org.save()
