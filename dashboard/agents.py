@@ -1,7 +1,7 @@
 """The agents service: fetch an organization's agents from an agents API, and cache them.
 
 The upstream is Pipecat Cloud's `GET /v1/agents` or the dashboard's own
-built-in copy of it (dashboard/v1.py); both speak the same contract. Every
+built-in copy of it (dashboard/api.py); both speak the same contract. Every
 call goes through `fetch_agents`, which turns every way the call can fail into
 one `AgentsAPIError` whose message tells an operator what to do, and has an
 overall deadline (AGENTS_DEADLINE) however slowly the upstream answers. Pages
@@ -38,7 +38,7 @@ class AgentsAPIError(Exception):
 
 
 @dataclass(frozen=True)
-class Deployment:
+class DeploymentRecord:
     id: str
     service_id: str
     manifest: dict
@@ -54,7 +54,7 @@ class Deployment:
 
 
 @dataclass(frozen=True)
-class Agent:
+class AgentRecord:
     id: str
     name: str
     active_deployment_id: str | None
@@ -63,7 +63,7 @@ class Agent:
     updated_at: datetime | None
     deleted_at: datetime | None
     region: str = ""
-    deployment: Deployment | None = None
+    deployment: DeploymentRecord | None = None
 
     @property
     def status(self) -> str:
@@ -74,7 +74,7 @@ class Agent:
 class AgentList:
     """What a page shows: the agents, when they were fetched, and any error since."""
 
-    agents: list[Agent]
+    agents: list[AgentRecord]
     fetched_at: float | None  # epoch seconds of the last successful fetch
     error: str = ""  # the latest failure, when the list is stale or missing
     from_cache: bool = False
@@ -92,7 +92,7 @@ class AgentList:
     def age_seconds(self) -> float | None:
         return time.time() - self.fetched_at if self.fetched_at else None
 
-    def find(self, agent_id: str) -> Agent | None:
+    def find(self, agent_id: str) -> AgentRecord | None:
         return next((agent for agent in self.agents if agent.id == agent_id), None)
 
 
@@ -127,13 +127,13 @@ def _timestamp(obj: dict, name: str, where: str) -> datetime | None:
         raise ShapeError(f"{where}.{name}: {value!r} is not an ISO 8601 timestamp") from None
 
 
-def parse_deployment(obj: Any, where: str) -> Deployment | None:
+def parse_deployment(obj: Any, where: str) -> DeploymentRecord | None:
     if obj is None:
         return None
     if not isinstance(obj, dict):
         raise ShapeError(f"{where}: expected an object, got {type(obj).__name__}")
     manifest = obj.get("manifest")
-    return Deployment(
+    return DeploymentRecord(
         id=_field(obj, "id", (str,), where),
         service_id=str(obj.get("serviceId") or ""),
         manifest=manifest if isinstance(manifest, dict) else {},
@@ -142,7 +142,7 @@ def parse_deployment(obj: Any, where: str) -> Deployment | None:
     )
 
 
-def parse_agents(body: Any) -> list[Agent]:
+def parse_agents(body: Any) -> list[AgentRecord]:
     """Validate an agents API body into records; extra fields are ignored (the API grows)."""
     if not isinstance(body, dict):
         raise ShapeError(f"expected a JSON object with 'services', got {type(body).__name__}")
@@ -155,7 +155,7 @@ def parse_agents(body: Any) -> list[Agent]:
         if not isinstance(obj, dict):
             raise ShapeError(f"{where}: expected an object, got {type(obj).__name__}")
         agents.append(
-            Agent(
+            AgentRecord(
                 id=_field(obj, "id", (str,), where),
                 name=_field(obj, "name", (str,), where),
                 active_deployment_id=_field(obj, "activeDeploymentId", (str,), where, nullable=True),
@@ -194,7 +194,7 @@ def _status_error(status: int, url: str, location: str = "") -> AgentsAPIError:
     return AgentsAPIError(f"The agents API answered HTTP {status} to {url}.")
 
 
-async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = False) -> list[Agent]:
+async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = False) -> list[AgentRecord]:
     """One call to `GET {base_url}/agents`, retried on connection errors and 5xx.
 
     Raises AgentsAPIError for every failure: bad key, wrong URL, upstream
@@ -290,15 +290,15 @@ def _keys(organization_id: str, include_deployment: bool) -> dict[str, str]:
     return {"fresh": f"{base}:fresh", "last": f"{base}:last", "lock": f"{base}:lock", "failure": f"{base}:failure"}
 
 
-def _to_entry(agents: list[Agent], fetched_at: float) -> dict:
+def _to_entry(agents: list[AgentRecord], fetched_at: float) -> dict:
     return {"agents": [asdict(a) for a in agents], "fetched_at": fetched_at}
 
 
 def _from_entry(entry: dict, **kwargs) -> AgentList:
     agents = []
     for a in entry["agents"]:
-        deployment = Deployment(**a["deployment"]) if a.get("deployment") else None
-        agents.append(Agent(**{**a, "deployment": deployment}))
+        deployment = DeploymentRecord(**a["deployment"]) if a.get("deployment") else None
+        agents.append(AgentRecord(**{**a, "deployment": deployment}))
     return AgentList(agents=agents, fetched_at=entry["fetched_at"], **kwargs)
 
 

@@ -5,9 +5,8 @@ from inspect import iscoroutinefunction
 
 from asgiref.sync import sync_to_async
 from django.contrib.admin.views.decorators import staff_member_required
-from django.views.decorators.csrf import csrf_exempt
 
-from dashboard.http import StrictJsonResponse
+from dashboard.http import json_error
 from dashboard.models import ApiKey, Organization
 
 
@@ -16,42 +15,6 @@ def bearer_token(request_or_headers) -> str:
     headers = getattr(request_or_headers, "headers", request_or_headers)
     scheme, _, token = (headers.get("Authorization") or "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
-
-
-def json_error(message: str, status: int) -> StrictJsonResponse:
-    """The error body Pipecat Cloud uses: {"error": ..., "code": "<status>"}."""
-    return StrictJsonResponse({"error": message, "code": str(status)}, status=status)
-
-
-def json_methods(*methods: str):
-    """Like require_http_methods, but a wrong method gets a JSON 405.
-
-    Also exempts the view from CSRF: machine endpoints authenticate with a
-    bearer header, which a browser never sends on its own, and a POST must
-    meet the 405, not Django's HTML CSRF page.
-    """
-
-    def refuse(request):
-        if request.method in methods:
-            return None
-        response = json_error(f"Method {request.method} is not allowed; use {', '.join(methods)}.", 405)
-        response["Allow"] = ", ".join(methods)
-        return response
-
-    def decorator(view):
-        if iscoroutinefunction(view):
-
-            async def async_wrapper(request, *args, **kwargs):
-                return refuse(request) or await view(request, *args, **kwargs)
-
-            return csrf_exempt(wraps(view)(async_wrapper))
-
-        def wrapper(request, *args, **kwargs):
-            return refuse(request) or view(request, *args, **kwargs)
-
-        return csrf_exempt(wraps(view)(wrapper))
-
-    return decorator
 
 
 def organization_of(user) -> Organization | None:

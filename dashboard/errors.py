@@ -4,7 +4,7 @@ import logging
 
 from django.views import csrf, defaults
 
-from dashboard.auth import json_error
+from dashboard.http import json_error
 
 logger = logging.getLogger(__name__)
 MACHINE_PREFIXES = ("/v1/", "/api/")

@@ -7,9 +7,12 @@ finite (a latency over no turns, a bot's own metric) becomes null instead.
 
 import json
 import math
+from functools import wraps
+from inspect import iscoroutinefunction
 from typing import Any
 
 from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 
 def finite(value: Any) -> Any:
@@ -40,3 +43,54 @@ class StrictJsonResponse(JsonResponse):
             super().__init__(data, **kwargs)
         except ValueError:  # JsonResponse serialises before anything else is set up
             super().__init__(finite(data), **kwargs)
+
+
+def json_error(message: str, status: int) -> StrictJsonResponse:
+    """The error body Pipecat Cloud uses: {"error": ..., "code": "<status>"}."""
+    return StrictJsonResponse({"error": message, "code": str(status)}, status=status)
+
+
+def json_methods(*methods: str):
+    """Like require_http_methods, but a wrong method gets a JSON 405.
+
+    Also exempts the view from CSRF: machine endpoints authenticate with a
+    bearer header, which a browser never sends on its own, and a POST must
+    meet the 405, not Django's HTML CSRF page.
+    """
+
+    def refuse(request):
+        if request.method in methods:
+            return None
+        response = json_error(f"Method {request.method} is not allowed; use {', '.join(methods)}.", 405)
+        response["Allow"] = ", ".join(methods)
+        return response
+
+    def decorator(view):
+        if iscoroutinefunction(view):
+
+            async def async_wrapper(request, *args, **kwargs):
+                return refuse(request) or await view(request, *args, **kwargs)
+
+            return csrf_exempt(wraps(view)(async_wrapper))
+
+        def wrapper(request, *args, **kwargs):
+            return refuse(request) or view(request, *args, **kwargs)
+
+        return csrf_exempt(wraps(view)(wrapper))
+
+    return decorator
+
+
+BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def bool_param(request, name: str) -> bool:
+    """A true/false/1/0 query parameter (case-insensitive), false when absent.
+
+    Raises ValueError with a message naming the parameter.
+    """
+    raw = request.GET.get(name, "false")
+    value = BOOLEANS.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(f"{name} must be true or false, got {raw!r}.")
+    return value

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from dashboard import errors, v1, views
+from dashboard import api, errors, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -11,8 +11,8 @@ urlpatterns = [
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
     path("agents/<uuid:agent_id>/", views.agent_detail, name="agent_detail"),
-    path("api/agents/", views.agents_json, name="agents_json"),
-    path("v1/agents", v1.agents, name="v1_agents"),
+    path("api/agents/", api.agents_json, name="agents_json"),
+    path("v1/agents", api.agents, name="v1_agents"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),
     re_path(r"^(?:v1|api)/", errors.machine_not_found),

@@ -1,4 +1,4 @@
-"""Pages and JSON of the agents side. Each view: decorators, one service call, render."""
+"""Pages of the agents side. Each view: decorators, one service call, render."""
 
 import json
 from dataclasses import dataclass
@@ -13,9 +13,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
-from dashboard.auth import aorganization_of, json_error, json_methods, key_or_staff_required, staff_required
-from dashboard.http import StrictJsonResponse
-from dashboard.v1 import bool_param
+from dashboard.auth import aorganization_of, staff_required
 from rtvi_monitor.sessions import agent_stats, overview
 
 
@@ -23,7 +21,7 @@ from rtvi_monitor.sessions import agent_stats, overview
 class AgentRow:
     """An agent from the agents API with what the dashboard knows of its sessions."""
 
-    agent: agents_service.Agent
+    agent: agents_service.AgentRecord
     stats: dict
 
 
@@ -110,49 +108,3 @@ async def agent_refresh(request):
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = reverse("agent_list")
     return redirect(target)
-
-
-def _agent_json(agent: agents_service.Agent) -> dict:
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "status": agent.status,
-        "activeDeploymentId": agent.active_deployment_id,
-        "organizationId": agent.organization_id,
-        "region": agent.region,
-        "createdAt": agent.created_at.isoformat() if agent.created_at else None,
-        "updatedAt": agent.updated_at.isoformat() if agent.updated_at else None,
-        "deletedAt": agent.deleted_at.isoformat() if agent.deleted_at else None,
-        "deployment": (
-            {
-                "id": agent.deployment.id,
-                "serviceId": agent.deployment.service_id,
-                "manifest": agent.deployment.manifest,
-                "createdAt": agent.deployment.created_at.isoformat() if agent.deployment.created_at else None,
-                "updatedAt": agent.deployment.updated_at.isoformat() if agent.deployment.updated_at else None,
-            }
-            if agent.deployment
-            else None
-        ),
-    }
-
-
-@json_methods("GET")
-@key_or_staff_required
-async def agents_json(request):
-    """GET /api/agents/: the cached list for scripts, with its age and any upstream error."""
-    try:
-        include = bool_param(request, "includeActiveDeployment")
-        refresh = bool_param(request, "refresh")
-    except ValueError as exc:
-        return json_error(str(exc), 400)
-    listing = await agents_service.get_agents(request.organization, include, refresh=refresh)
-    return StrictJsonResponse(
-        {
-            "agents": [_agent_json(a) for a in listing.agents],
-            "fetchedAt": listing.fetched_datetime.isoformat() if listing.fetched_at else None,
-            "ageSeconds": round(listing.age_seconds, 3) if listing.fetched_at else None,
-            "stale": listing.stale,
-            "error": listing.error or None,
-        }
-    )

@@ -1,100 +1,82 @@
-"""JSON for scripts: sessions, one session's derived state, and its messages as NDJSON."""
+"""Session pages: the list (live on top, history below) and one session, live or ended."""
 
-from django.http import StreamingHttpResponse
+from datetime import datetime
 
-from dashboard.auth import json_error, json_methods, key_or_staff_required
-from dashboard.http import StrictJsonResponse, strict_dumps
-from rtvi_monitor.events import event_from_db, stored_message
-from rtvi_monitor.models import Event, Session
-from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
+from django.core.exceptions import BadRequest
+from django.db.models import Q
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
-MAX_LIMIT = 500
+from dashboard.auth import organization_of, staff_required
+from dashboard.models import Agent
+from rtvi_monitor.models import Session
+from rtvi_monitor.sessions import BadFilter, filter_sessions
 
-
-def _int_param(request, name: str, default: int, maximum: int) -> int:
-    raw = request.GET.get(name, "")
-    if not raw:
-        return default
-    if not raw.isdigit():
-        raise BadFilter(f"{name}: expected a whole number, got {raw!r}")
-    return min(int(raw), maximum)
+PAGE_SIZE = 50
 
 
-@json_methods("GET")
-@key_or_staff_required
+def _page(queryset, cursor: str):
+    """Keyset pagination on (started_at, pk): as fast on page 2,000 as on page 1."""
+    if cursor:
+        stamp, _, pk = cursor.rpartition("_")
+        try:
+            started = datetime.fromisoformat(stamp)
+            pk = int(pk)
+        except ValueError:
+            raise BadRequest("before: not a cursor this page made") from None
+        queryset = queryset.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
+    rows = list(queryset[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    next_cursor = f"{rows[-1].started_at.isoformat()}_{rows[-1].pk}" if more else ""
+    return rows, next_cursor
+
+
+@require_GET
+@staff_required
 def session_list(request):
-    """GET /api/sessions/?agent=&status=&started_after=&started_before=&q=&limit=&offset="""
-    try:
-        queryset = filter_sessions(request.organization, request.GET)
-        limit = _int_param(request, "limit", 50, MAX_LIMIT)
-        offset = _int_param(request, "offset", 0, 10**9)
-    except BadFilter as exc:
-        return json_error(str(exc), 400)
-    page = list(queryset[offset : offset + limit + 1])
-    more = len(page) > limit
-    return StrictJsonResponse(
+    organization = organization_of(request.user)
+    error, sessions, next_cursor = "", [], ""
+    if organization is not None:
+        try:
+            sessions, next_cursor = _page(filter_sessions(organization, request.GET), request.GET.get("before", ""))
+        except BadFilter as exc:
+            error = str(exc)
+    params = request.GET.copy()
+    params["before"] = next_cursor
+    return render(
+        request,
+        "rtvi_monitor/session_list.html",
         {
-            "sessions": [s.row() for s in page[:limit]],
-            "offset": offset,
-            "limit": limit,
-            "next_offset": offset + limit if more else None,
-        }
+            "organization": organization,
+            "sessions": sessions,
+            "error": error,
+            "filters": request.GET,
+            "agents": Agent.objects.filter(organization=organization) if organization else [],
+            "next_url": f"?{params.urlencode()}" if next_cursor else "",
+            "config": {"ws": "/ws/sessions/", "session_url": reverse("session_list")},
+        },
     )
 
 
-@json_methods("GET")
-@key_or_staff_required
-def session_detail_json(request, session_id):
-    """GET /api/sessions/<session_id>/: the session and everything derived from its messages."""
-    session = Session.objects.find(request.organization, session_id)
+@require_GET
+@staff_required
+def session_detail(request, session_id):
+    session = Session.objects.find(organization_of(request.user), session_id)
     if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
-    return StrictJsonResponse(session_detail(session))
-
-
-CHUNK = 2000
-
-
-def _ndjson_lines(session_pk: int):
-    after = 0
-    while True:
-        rows = list(
-            Event.objects.filter(session_id=session_pk, seq__gt=after)
-            .order_by("seq")
-            .values_list("seq", "direction", "received_at", "message", "valid", "error")[:CHUNK]
-        )
-        if not rows:
-            return
-        lines = []
-        for seq, direction, received_at, message, valid, error in rows:
-            line = {"seq": seq, "direction": direction, "received_at": received_at, "message": stored_message(message)}
-            if not valid:
-                line["valid"], line["error"] = False, error
-            lines.append(strict_dumps(line, separators=(",", ":")) + "\n")
-        yield "".join(lines)
-        after = rows[-1][0]
-
-
-@json_methods("GET")
-@key_or_staff_required
-def session_events_ndjson(request, session_id):
-    """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
-    response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
-    return response
-
-
-@json_methods("GET")
-@key_or_staff_required
-def session_event(request, session_id, seq):
-    """GET /api/sessions/<session_id>/events/<seq>/: one stored message, whole (pages show long ones as previews)."""
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
-    event = Event.objects.filter(session=session, seq=seq).first()
-    if event is None:
-        return json_error(f"Session {session_id!r} has no message with seq {seq}.", 404)
-    return StrictJsonResponse(event_from_db(event))
+        raise Http404("No such session in your organization.")
+    return render(
+        request,
+        "rtvi_monitor/session_detail.html",
+        {
+            "session": session,
+            "config": {
+                "session_id": session.session_id,
+                "ws": f"/ws/sessions/{session.session_id}/",
+                "events_url": reverse("api_session_events", args=[session.session_id]),
+                "state_url": reverse("api_session_detail", args=[session.session_id]),
+            },
+        },
+    )
