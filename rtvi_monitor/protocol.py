@@ -1,7 +1,7 @@
 """The RTVI message catalog and validation. Plain Python: no I/O, no Django.
 
 Covers the 27 types of RTVI 1.0 (the spec) and the types current Pipecat
-sends or accepts beyond it (FIELD_NOTES.md, Pipecat 1.14's RTVI models), with
+sends or accepts beyond it (docs/PROTOCOL.md, Pipecat 1.14's RTVI models), with
 the tolerances real bots need: `error` text in `error` or `message`, metric
 values in seconds, `metrics` with `data: {}`, `tokens` entries without a
 processor, `ttfa`/`ttfat` entries that carry their figure under their own

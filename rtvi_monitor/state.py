@@ -6,7 +6,7 @@ latency, function calls, client requests, errors and metrics. It reads time
 only from the events, so the same events in the same order give the same
 state: a live session and its replay from the database agree.
 
-What real Pipecat bots send shapes the rules (FIELD_NOTES.md, and a real
+What real Pipecat bots send shapes the rules (docs/PROTOCOL.md, and a real
 Pipecat 1.14 pipeline's traffic, see tests/rtvi_samples.py):
 
 - The user's words arrive twice, as user-input (input_type "transcription")

@@ -4,7 +4,7 @@ Shapes and order are those of a real Pipecat 1.14 pipeline (RTVIProcessor,
 RTVIObserver, the LLM context aggregators with their user-turn strategies, an
 LLMService and a TTSService), recorded offline with a 2.1.0 and a 1.0.0
 client, with and without a word-timestamp TTS; and, for older bots, of the
-Pipecat source that introduced bot-output (FIELD_NOTES.md). What they show:
+Pipecat source that introduced bot-output (docs/PROTOCOL.md). What they show:
 
 - every user turn starts with user-started-speaking then bot-interrupted,
   whether or not the bot was speaking;
