@@ -1,5 +1,7 @@
 """JSON for scripts: sessions, one session's derived state, and its messages as NDJSON."""
 
+from functools import wraps
+
 from django.http import StreamingHttpResponse
 
 from dashboard.auth import key_or_staff_required
@@ -9,6 +11,19 @@ from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
 
 MAX_LIMIT = 500
+
+
+def with_session(view):
+    """The organization's session named in the URL, passed to the view; a JSON 404 when there is none."""
+
+    @wraps(view)
+    def wrapper(request, session_id, *args, **kwargs):
+        session = Session.objects.find(request.organization, session_id)
+        if session is None:
+            return json_error(f"No session {session_id!r} in your organization.", 404)
+        return view(request, session, *args, **kwargs)
+
+    return wrapper
 
 
 def _int_param(request, name: str, default: int, maximum: int) -> int:
@@ -44,11 +59,9 @@ def session_list(request):
 
 @json_methods("GET")
 @key_or_staff_required
-def session_detail_json(request, session_id):
+@with_session
+def session_detail_json(request, session):
     """GET /api/sessions/<session_id>/: the session and everything derived from its messages."""
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
     return StrictJsonResponse(session_detail(session))
 
 
@@ -77,11 +90,9 @@ def _ndjson_lines(session_pk: int):
 
 @json_methods("GET")
 @key_or_staff_required
-def session_events_ndjson(request, session_id):
+@with_session
+def session_events_ndjson(request, session):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
     response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
     return response
@@ -89,12 +100,10 @@ def session_events_ndjson(request, session_id):
 
 @json_methods("GET")
 @key_or_staff_required
-def session_event(request, session_id, seq):
+@with_session
+def session_event(request, session, seq):
     """GET /api/sessions/<session_id>/events/<seq>/: one stored message, whole (pages show long ones as previews)."""
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
     event = Event.objects.filter(session=session, seq=seq).first()
     if event is None:
-        return json_error(f"Session {session_id!r} has no message with seq {seq}.", 404)
+        return json_error(f"Session {session.session_id!r} has no message with seq {seq}.", 404)
     return StrictJsonResponse(event_from_db(event))

@@ -657,26 +657,29 @@ class SessionState:
                 self._touch(item)
 
     # LLM and TTS activity
+    def _work_started(self, lane: str, service: dict, text_key: str, at: float) -> None:
+        if self.lanes[lane].start(at):
+            service["busy"] = True
+            service[text_key] = ""
+
+    def _work_stopped(self, lane: str, service: dict, at: float) -> None:
+        self.lanes[lane].stop(at)
+        service["busy"] = False
+
     def _llm_started(self, event, message, data, at):
-        if self.lanes["llm_busy"].start(at):
-            self.llm["busy"] = True
-            self.llm["current_tokens"] = ""
+        self._work_started("llm_busy", self.llm, "current_tokens", at)
 
     def _llm_stopped(self, event, message, data, at):
-        self.lanes["llm_busy"].stop(at)
-        self.llm["busy"] = False
+        self._work_stopped("llm_busy", self.llm, at)
 
     def _user_llm_text(self, event, message, data, at):
         self.llm["last_user_llm_text"] = _clip(data["text"])
 
     def _tts_started(self, event, message, data, at):
-        if self.lanes["tts_busy"].start(at):
-            self.tts["busy"] = True
-            self.tts["current_text"] = ""
+        self._work_started("tts_busy", self.tts, "current_text", at)
 
     def _tts_stopped(self, event, message, data, at):
-        self.lanes["tts_busy"].stop(at)
-        self.tts["busy"] = False
+        self._work_stopped("tts_busy", self.tts, at)
 
     # function calls
     def _call(self, data: dict, event: Event, at: float) -> dict:
