@@ -15,7 +15,6 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from dashboard.auth import bearer_token, organization_of
@@ -83,21 +82,7 @@ def open_ingest(token: str, session_id: str, agent_id: str | None):
             warning = (
                 f"agent {agent_id[:100]!r} is not an agent of your organization; the session is recorded without one"
             )
-    session, created = Session.objects.get_or_create(
-        organization=organization, session_id=session_id, defaults={"agent": agent}
-    )
-    updates = {"ingest_epoch": F("ingest_epoch") + 1, "holder": lifecycle.SERVER_ID, "bot_left_at": None}
-    if agent and session.agent_id != agent.pk:
-        updates["agent"] = agent
-    reopened = session.status == Session.Status.ENDED  # the bot came back after the grace period
-    back = not reopened and session.bot_left_at is not None
-    if reopened:
-        updates.update(status=Session.Status.LIVE, ended_at=None, state=None)
-    if reopened or back:
-        updates["end_reason"] = ""
-    Session.objects.filter(pk=session.pk).update(**updates)
-    session = Session.objects.select_related("agent").get(pk=session.pk)
-    event = "started" if created or reopened else "back" if back else ""
+    session, event = Session.objects.open_for_bot(organization, session_id, agent, lifecycle.SERVER_ID)
     return credential.pk, session, event, warning
 
 

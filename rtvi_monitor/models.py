@@ -36,6 +36,29 @@ class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
 
+    def open_for_bot(self, organization, session_id: str, agent, holder: str) -> tuple["Session", str]:
+        """Where a session starts: its bot connected (to the server process `holder`).
+
+        A new id starts a session; a bot back within the grace continues its
+        own; a bot back after its session ended reopens it. Returns the
+        session and what happened: "started" (new or reopened), "back", or "".
+        """
+        session, created = self.get_or_create(
+            organization=organization, session_id=session_id, defaults={"agent": agent}
+        )
+        updates = {"ingest_epoch": models.F("ingest_epoch") + 1, "holder": holder, "bot_left_at": None}
+        if agent and session.agent_id != agent.pk:
+            updates["agent"] = agent
+        reopened = session.status == Session.Status.ENDED
+        back = not reopened and session.bot_left_at is not None
+        if reopened:
+            updates.update(status=Session.Status.LIVE, ended_at=None, state=None)
+        if reopened or back:
+            updates["end_reason"] = ""
+        self.filter(pk=session.pk).update(**updates)
+        session = self.select_related("agent").get(pk=session.pk)
+        return session, "started" if created or reopened else "back" if back else ""
+
     def find(self, organization, session_id: str):
         """The organization's session with this id, or None (also for no organization)."""
         if organization is None:
