@@ -37,10 +37,6 @@ SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not 
 
 logger = logging.getLogger(__name__)
 
-# A frame to a browser longer than this goes as parts (daphne refuses to send
-# more than 1 MiB at once; a part's text may double when escaped).
-FRAME_PART = 256 * 1024
-
 
 class LeanDispatchMixin:
     """Skip Channels' per-message `aclose_old_connections()`.
@@ -237,8 +233,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.session is None:
             return await self.close(CLOSE_NOT_FOUND)
         self.group = relay.session_group(self.session.pk)
-        self.sent = self.acked = 0  # versions
-        self.paused_since: float | None = None
+        self.stream = relay.BrowserStream()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_snapshot()
@@ -249,13 +244,8 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def send_frame(self, text: str) -> None:
         """One frame, in parts when it is too big for one WebSocket message."""
-        if len(text) <= FRAME_PART:
-            return await self.send(text_data=text)
-        for start in range(0, len(text), FRAME_PART):
-            end = start + FRAME_PART
-            await self.send(
-                text_data=relay.to_json({"type": "part", "data": text[start:end], "last": end >= len(text)})
-            )
+        for part in relay.parts(text):
+            await self.send(text_data=part)
 
     async def send_snapshot(self) -> None:
         """The derived state, its list bases and the newest events, as of one moment."""
@@ -274,8 +264,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return Session.objects.select_related("agent").get(pk=pk), recent
 
         session, recent = await database_sync_to_async(load)()
-        self.sent = self.acked = snapshot["state"].get("version", 0)
-        self.paused_since = None
+        self.stream.restart(snapshot["state"].get("version", 0))
         await self.send_frame(
             relay.to_json({"type": "snapshot", "session": session.row(), **snapshot, "events": recent})
         )
@@ -287,26 +276,19 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return
         if not isinstance(request, dict):
             return
-        ack = request.get("ack")
-        if isinstance(ack, int) and not isinstance(ack, bool):
-            self.acked = max(self.acked, min(ack, self.sent))
+        self.stream.acknowledge(request.get("ack"))
         if request.get("snapshot") is True:
             await self.send_snapshot()
 
     async def session_batch(self, message):
         """A stored batch of one session: the reducer's patch and the events, from whichever process ingests it."""
-        if self.paused_since is not None:
-            if time.monotonic() - self.paused_since > settings.BROWSER_STALL_TIMEOUT:
-                await self.close(CLOSE_STALLED)
-            return
-        if message["to"] <= self.sent:
-            return  # the snapshot had it already
-        if self.sent - self.acked > settings.BROWSER_MAX_LAG:
-            self.paused_since = time.monotonic()
+        action = self.stream.take(message["to"])
+        if action == "send":
+            await self.send_frame(message["text"])
+        elif action == "resync":
             await self.send(text_data=json.dumps({"type": "resync"}))
-            return
-        self.sent = message["to"]
-        await self.send_frame(message["text"])
+        elif action == "stalled":
+            await self.close(CLOSE_STALLED)
 
     async def session_changed(self, message):
         kind = "ended" if message["event"] == "ended" else "session"

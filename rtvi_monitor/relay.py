@@ -9,9 +9,11 @@ snapshot. Every frame is strict JSON (`to_json`).
 import json
 import logging
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from rtvi_monitor.models import Session
 
@@ -74,3 +76,53 @@ async def session_changed(session: Session, event: str) -> None:
     if event in ("away", "back", "ended"):
         await relay(session_group(session.pk), {"type": "session.changed", "event": event, "session": row})
     await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "session": row})
+
+
+# A frame to a browser longer than this goes as parts (daphne refuses to send
+# more than 1 MiB at once; a part's text may double when escaped).
+FRAME_PART = 256 * 1024
+
+
+def parts(text: str) -> list[str]:
+    """A frame as the WebSocket messages that carry it: itself, or {"type": "part"} pieces in order."""
+    if len(text) <= FRAME_PART:
+        return [text]
+    return [
+        to_json({"type": "part", "data": text[start : start + FRAME_PART], "last": start + FRAME_PART >= len(text)})
+        for start in range(0, len(text), FRAME_PART)
+    ]
+
+
+class BrowserStream:
+    """What one browser was sent and has acknowledged (in state versions), and so what it gets next.
+
+    More than BROWSER_MAX_LAG messages unacknowledged, the browser is told to
+    resync and sent nothing more until it asks for a snapshot; silent for
+    BROWSER_STALL_TIMEOUT after that, it is closed. Server memory stays
+    bounded whatever the browser does.
+    """
+
+    def __init__(self):
+        self.sent = self.acked = 0
+        self.paused_since: float | None = None
+
+    def restart(self, version: int) -> None:
+        """A snapshot at `version` went out."""
+        self.sent = self.acked = version
+        self.paused_since = None
+
+    def acknowledge(self, version) -> None:
+        if isinstance(version, int) and not isinstance(version, bool):
+            self.acked = max(self.acked, min(version, self.sent))
+
+    def take(self, version: int) -> str:
+        """What to do with a batch that brings the state to `version`: send, skip, resync or stalled."""
+        if self.paused_since is not None:
+            return "stalled" if time.monotonic() - self.paused_since > settings.BROWSER_STALL_TIMEOUT else "skip"
+        if version <= self.sent:
+            return "skip"  # the snapshot had it already
+        if self.sent - self.acked > settings.BROWSER_MAX_LAG:
+            self.paused_since = time.monotonic()
+            return "resync"
+        self.sent = version
+        return "send"
