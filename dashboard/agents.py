@@ -92,6 +92,15 @@ class AgentList:
     def age_seconds(self) -> float | None:
         return time.time() - self.fetched_at if self.fetched_at else None
 
+    def search(self, query: str) -> list[AgentRecord]:
+        """The agents whose name or id contains `query` (any case); all of them for an empty query."""
+        needle = query.strip().lower()
+        return [a for a in self.agents if needle in a.name.lower() or needle in a.id] if needle else list(self.agents)
+
+    def name_of(self, agent_id: str) -> str:
+        """The agent's name, or its id when the list does not have it."""
+        return next((a.name for a in self.agents if a.id == agent_id), agent_id)
+
     def find(self, agent_id: str) -> AgentRecord | None:
         return next((agent for agent in self.agents if agent.id == agent_id), None)
 

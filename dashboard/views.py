@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
 from dashboard.auth import aorganization_of, staff_required
-from rtvi_monitor.sessions import agent_stats, overview
+from rtvi_monitor.sessions import agent_stats, latency_by_agent, overview
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,7 @@ async def home(request):
         return redirect("session_list")
     summary = await sync_to_async(overview)(organization, timezone.now())
     listing = await agents_service.get_agents(organization)
-    names = {a.id: a.name for a in listing.agents}
-    latency = [
-        {"agent_id": agent_id, "name": names.get(agent_id, agent_id), **entry}
-        for agent_id, entry in sorted(summary["agent_stats"].items(), key=lambda kv: names.get(kv[0], kv[0]))
-    ]
+    latency = latency_by_agent(summary["agent_stats"], listing.name_of)
     return await arender(
         request,
         "dashboard/home.html",
@@ -66,12 +62,8 @@ async def agent_list(request):
     include = _wants_deployments(request)
     listing = await agents_service.get_agents(organization, include) if organization else None
     query = request.GET.get("q", "").strip()
-    agents = listing.agents if listing else []
     stats = await sync_to_async(agent_stats)(organization, timezone.now() - timedelta(days=1)) if organization else {}
-    agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in agents]
-    if query:
-        needle = query.lower()
-        agents = [row for row in agents if needle in row.agent.name.lower() or needle in row.agent.id]
+    agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in (listing.search(query) if listing else [])]
     return await arender(
         request,
         "dashboard/agent_list.html",

@@ -118,3 +118,9 @@ def overview(organization, now) -> dict:
         "error_sessions": list(recent_errors),
         "agent_stats": agent_stats(organization, now - timedelta(days=1)),
     }
+
+
+def latency_by_agent(stats: dict[str, dict], name_of) -> list[dict]:
+    """agent_stats() as rows for a page: each named by `name_of(agent_id)`, sorted by name."""
+    rows = [{"agent_id": agent_id, "name": name_of(agent_id), **entry} for agent_id, entry in stats.items()]
+    return sorted(rows, key=lambda row: row["name"])
