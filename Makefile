@@ -16,6 +16,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-pipecat.t
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Biome lints the pages' ES modules; pinned in package.json, installed here, never globally.
+node_modules/.installed: package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+	touch $@
+
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	@mkdir -p var && $(BIN)/python manage.py seed_demo > var/seed.out
@@ -31,13 +36,15 @@ run: $(VENV)/.installed
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed node_modules/.installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	node_modules/.bin/biome lint
 	node --test tests/js/
 	$(BIN)/python -m pytest
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed node_modules/.installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	node_modules/.bin/biome lint
 
 clean:
-	rm -rf $(VENV) var db.sqlite3 db.sqlite3-shm db.sqlite3-wal staticfiles
+	rm -rf $(VENV) node_modules var db.sqlite3 db.sqlite3-shm db.sqlite3-wal staticfiles

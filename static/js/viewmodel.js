@@ -155,7 +155,7 @@ export function fatalText(state) {
  * @returns {{names: string[], data: (number | null)[][]}}
  */
 export function metricSeries(state, kind) {
-  const series = (state.metrics || {})[kind] || {};
+  const series = state.metrics?.[kind] || {};
   const names = Object.keys(series).sort();
   const xs = [...new Set(names.flatMap((n) => series[n].map((p) => p[0])))].sort((a, b) => a - b);
   const index = new Map(xs.map((x, i) => [x, i]));
