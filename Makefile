@@ -16,9 +16,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-pipecat.t
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# Biome lints the pages' ES modules; pinned in package.json, installed here, never globally.
-node_modules/.installed: package.json package-lock.json
-	npm ci --silent --no-audit --no-fund
+# Biome lints the pages' ES modules; pinned exactly in package.json (its platform binary is pinned by
+# Biome itself), installed here, never globally.
+node_modules/.installed: package.json
+	npm install --silent --no-audit --no-fund --no-package-lock
 	touch $@
 
 run: $(VENV)/.installed
