@@ -8,9 +8,10 @@ agents service at this endpoint; it answers exactly as Pipecat Cloud does.
 from datetime import UTC, datetime
 
 from dashboard import agents as agents_service
+from dashboard.agents import AgentRecord, DeploymentRecord
 from dashboard.auth import bearer_token, key_or_staff_required
 from dashboard.http import StrictJsonResponse, bool_param, json_error, json_methods
-from dashboard.models import Agent, ApiKey, Deployment
+from dashboard.models import Agent, ApiKey
 
 
 def iso_ms(dt: datetime | None) -> str | None:
@@ -21,29 +22,53 @@ def iso_ms(dt: datetime | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
-def deployment_record(deployment: Deployment) -> dict:
-    return {
-        "id": str(deployment.id),
-        "serviceId": str(deployment.agent_id),
-        "manifest": deployment.manifest,
-        "createdAt": iso_ms(deployment.created_at),
-        "updatedAt": iso_ms(deployment.updated_at),
-    }
+def record_of(agent: Agent, include_deployment: bool) -> AgentRecord:
+    """One of our agents as the agents client's typed record: the built-in API serves what it reads."""
+    deployment = agent.active_deployment if include_deployment else None
+    return AgentRecord(
+        id=str(agent.id),
+        name=agent.name,
+        active_deployment_id=str(agent.active_deployment_id) if agent.active_deployment_id else None,
+        organization_id=str(agent.organization_id),
+        created_at=agent.created_at,
+        updated_at=agent.updated_at,
+        deleted_at=agent.deleted_at,
+        deployment=DeploymentRecord(
+            id=str(deployment.id),
+            service_id=str(deployment.agent_id),
+            manifest=deployment.manifest,
+            created_at=deployment.created_at,
+            updated_at=deployment.updated_at,
+        )
+        if deployment
+        else None,
+    )
 
 
-def agent_record(agent: Agent, include_deployment: bool) -> dict:
+def agent_json(agent: AgentRecord, include_deployment: bool) -> dict:
+    """An agent in Pipecat Cloud's shape (camelCase, ISO 8601 times with milliseconds and Z)."""
     record = {
-        "id": str(agent.id),
+        "id": agent.id,
         "name": agent.name,
-        "activeDeploymentId": str(agent.active_deployment_id) if agent.active_deployment_id else None,
-        "organizationId": str(agent.organization_id),
+        "activeDeploymentId": agent.active_deployment_id,
+        "organizationId": agent.organization_id,
         "createdAt": iso_ms(agent.created_at),
         "updatedAt": iso_ms(agent.updated_at),
         "deletedAt": iso_ms(agent.deleted_at),
     }
     if include_deployment:
-        deployment = agent.active_deployment
-        record["deployment"] = deployment_record(deployment) if deployment else None
+        deployment = agent.deployment
+        record["deployment"] = (
+            {
+                "id": deployment.id,
+                "serviceId": deployment.service_id,
+                "manifest": deployment.manifest,
+                "createdAt": iso_ms(deployment.created_at),
+                "updatedAt": iso_ms(deployment.updated_at),
+            }
+            if deployment
+            else None
+        )
     return record
 
 
@@ -66,32 +91,7 @@ def agents(request):
     queryset = Agent.objects.filter(organization=key.organization).order_by("created_at", "id")
     if include:
         queryset = queryset.select_related("active_deployment")
-    return StrictJsonResponse({"services": [agent_record(a, include) for a in queryset]})
-
-
-def _agent_json(agent: agents_service.AgentRecord) -> dict:
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "status": agent.status,
-        "activeDeploymentId": agent.active_deployment_id,
-        "organizationId": agent.organization_id,
-        "region": agent.region,
-        "createdAt": agent.created_at.isoformat() if agent.created_at else None,
-        "updatedAt": agent.updated_at.isoformat() if agent.updated_at else None,
-        "deletedAt": agent.deleted_at.isoformat() if agent.deleted_at else None,
-        "deployment": (
-            {
-                "id": agent.deployment.id,
-                "serviceId": agent.deployment.service_id,
-                "manifest": agent.deployment.manifest,
-                "createdAt": agent.deployment.created_at.isoformat() if agent.deployment.created_at else None,
-                "updatedAt": agent.deployment.updated_at.isoformat() if agent.deployment.updated_at else None,
-            }
-            if agent.deployment
-            else None
-        ),
-    }
+    return StrictJsonResponse({"services": [agent_json(record_of(a, include), include) for a in queryset]})
 
 
 @json_methods("GET")
@@ -106,7 +106,7 @@ async def agents_json(request):
     listing = await agents_service.get_agents(request.organization, include, refresh=refresh)
     return StrictJsonResponse(
         {
-            "agents": [_agent_json(a) for a in listing.agents],
+            "agents": [{**agent_json(a, include), "status": a.status, "region": a.region} for a in listing.agents],
             "fetchedAt": listing.fetched_datetime.isoformat() if listing.fetched_at else None,
             "ageSeconds": round(listing.age_seconds, 3) if listing.fetched_at else None,
             "stale": listing.stale,
