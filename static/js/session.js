@@ -28,7 +28,7 @@ import {
   timelineStart,
   totalsText,
   transcriptEntries,
-} from "./viewmodel.js";
+} from "./format.js";
 
 const config = JSON.parse(document.getElementById("session-config").textContent);
 const $ = (id) => document.getElementById(id);

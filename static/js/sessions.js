@@ -1,6 +1,6 @@
 // The sessions page: live sessions appear, update, go away and come back, and leave as they end.
 import { liveSocket } from "./live.js";
-import { sessionStatus } from "./viewmodel.js";
+import { sessionStatus } from "./format.js";
 
 const config = JSON.parse(document.getElementById("sessions-config").textContent);
 const body = document.querySelector("#live-sessions tbody");

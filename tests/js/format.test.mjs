@@ -1,4 +1,4 @@
-// Unit tests for static/js/viewmodel.js (node --test tests/js/): formatting the server's derived state.
+// Unit tests for static/js/format.js (node --test tests/js/): formatting the server's derived state.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -23,7 +23,7 @@ import {
   timelineStart,
   totalsText,
   transcriptEntries,
-} from "../../static/js/viewmodel.js";
+} from "../../static/js/format.js";
 
 const T0 = 1_750_000_000;
 
