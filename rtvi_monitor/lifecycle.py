@@ -16,6 +16,7 @@ whose process died ends within the grace plus one interval of a restart.
 """
 
 import asyncio
+import copy
 import logging
 import os
 import socket
@@ -30,7 +31,7 @@ from django.utils import timezone
 
 from rtvi_monitor import events, relay, writer
 from rtvi_monitor.dbthread import in_db_thread
-from rtvi_monitor.models import ServerProcess, Session, summary_fields
+from rtvi_monitor.models import ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
 
 logger = logging.getLogger(__name__)
@@ -101,12 +102,14 @@ async def sweep() -> int:
         if here is not None and here.connections > 0:
             continue  # its bot is back on this process; attach cleared bot_left_at already
         reason = reason or "bot disconnected"
-        if here is None:
-            here = await _load(pk)
-            if here is None:
-                continue
-        await end_session(here, reason, ended_at=left_at.timestamp(), only_if_away=True)
-        ended += 1
+        try:
+            # Its bot is not here: the state is what is stored (the registry holds connected sessions only).
+            gone = await _load(pk)
+            if gone is not None:
+                await end_session(gone, reason, ended_at=left_at.timestamp(), only_if_away=True)
+                ended += 1
+        except Exception:  # one session that cannot be ended must not keep the others live
+            logger.exception("Could not end session %s; trying again at the next sweep", pk)
     return ended
 
 
@@ -164,12 +167,13 @@ async def end_session(
     `only_if_away`, only if its bot is still away (no process has it back).
     """
     await writer.get_writer().flush()
-    version_from = live.state.version
     at = ended_at if ended_at is not None else (live.state.last_at or time.time())
-    live.state.end(at, reason)
-    fields = summary_fields(live.state)
-    fields["state"] = live.state.to_dict()
-    await relay.relay(relay.session_group(live.pk), relay.batch_message(live, [], version_from))
+    # The final state is stored first; the live one ends only if the session really did
+    # (a bot may come back mid-sweep, and then nothing changes).
+    final = copy.deepcopy(live.state)
+    final.end(at, reason)
+    fields = summary_fields(final)
+    fields["state"] = storable_json(final.to_dict())
     end = datetime.fromtimestamp(at, tz=UTC)
 
     def store():
@@ -180,9 +184,10 @@ async def end_session(
         return Session.objects.select_related("agent").get(pk=live.pk) if ended else None
 
     session = await in_db_thread(store)
-    if live.connections <= 0:
-        registry.sessions.pop(live.pk, None)
     if session is None:
         return
+    version_from = live.state.version
+    live.state.end(at, reason)
     live.ended = True
+    await relay.relay(relay.session_group(live.pk), relay.batch_message(live, [], version_from))
     await relay.session_changed(session, "ended")

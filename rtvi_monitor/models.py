@@ -7,7 +7,6 @@ the full derived state is recomputed from the events by `rtvi_monitor.state`,
 and frozen into `Session.state` when the session ends.
 """
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -181,14 +180,19 @@ def storable(text: str) -> str:
     return text
 
 
-def _db_text(text: str) -> str:
-    return storable(text)
+def storable_json(value: Any) -> Any:
+    """A JSON value any database's JSON column takes: every string (keys too) made storable.
 
-
-def _db_json(value: Any) -> Any:
-    """A JSON value any database's JSON column takes (PostgreSQL's jsonb refuses NUL)."""
-    text = json.dumps(value)
-    return json.loads(text.replace("\\u0000", "\\\\u0000")) if "\\u0000" in text else value
+    PostgreSQL's jsonb refuses NUL and lone surrogates; SQLite takes them. The
+    values walked are bounded (messages nest at most 32 levels, the state less).
+    """
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(k) if isinstance(k, str) else k: storable_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable_json(v) for v in value]
+    return value
 
 
 def summary_fields(state: "SessionState") -> dict:
@@ -198,9 +202,9 @@ def summary_fields(state: "SessionState") -> dict:
     summary = state.summary()
     latency = summary.get("latency") or {}
     return {
-        "protocol_version": _db_text(summary.get("protocol_version") or "")[:32],
-        "client_about": _db_json(state.client_about) if isinstance(state.client_about, dict) else {},
-        "bot_about": _db_json(state.bot_about) if isinstance(state.bot_about, dict) else {},
+        "protocol_version": storable(summary.get("protocol_version") or "")[:32],
+        "client_about": storable_json(state.client_about) if isinstance(state.client_about, dict) else {},
+        "bot_about": storable_json(state.bot_about) if isinstance(state.bot_about, dict) else {},
         "event_count": summary["event_count"],
         "invalid_count": summary["invalid_count"],
         "unknown_count": summary["unknown_count"],
@@ -211,7 +215,7 @@ def summary_fields(state: "SessionState") -> dict:
         "latency_p95_ms": latency.get("p95"),
         "latency_max_ms": latency.get("max"),
         "fatal": summary["fatal"],
-        "transcript_text": _db_text(
+        "transcript_text": storable(
             "\n".join(f"{item['role']}: {item['text']}" for item in state.transcript if item.get("final", True))
         ),
     }

@@ -146,7 +146,7 @@ class LiveSession:
             self,
             seq,
             direction,
-            storable(checked.type),
+            storable(checked.type)[: protocol.MAX_TYPE],
             received_at,
             sent_at,
             message,
@@ -192,9 +192,18 @@ class Registry:
         return live
 
     def detach(self, live: LiveSession) -> bool:
-        """One bot connection fewer; True when it was the session's last here."""
+        """One bot connection fewer; True when it was the session's last here.
+
+        The registry holds sessions whose bot is connected here, nothing else:
+        a bot that comes back (here or to another process) is loaded afresh
+        from what is stored, so no process ever works from a stale copy.
+        """
         live.connections -= 1
-        return live.connections <= 0
+        if live.connections > 0:
+            return False
+        if self.sessions.get(live.pk) is live:
+            del self.sessions[live.pk]
+        return True
 
 
 registry = Registry()

@@ -150,15 +150,15 @@ class Writer:
             with transaction.atomic():
                 if batch:
                     cls._insert(batch, last_event_at)
-                for pk, values in fields.items():
-                    Session.objects.filter(pk=pk).update(**values)
+                cls._summaries_alone(fields)  # each in its own savepoint: one refused never rejects the batch
             escaped = 0
         except UNAVAILABLE:
             raise
         except Exception:
             logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
             escaped = cls._store_alone(batch, last_event_at)
-            cls._summaries_alone(fields)
+            with transaction.atomic():
+                cls._summaries_alone(fields)
         changed = list(Session.objects.select_related("agent").filter(pk__in=fields)) if fields else []
         return escaped, changed
 
@@ -232,7 +232,10 @@ class Writer:
             await session_changed(session, "updated")
         for live, _ in sessions.values():
             if live.state.fatal and not live.ended:
-                await lifecycle.end_session(live, "fatal error")
+                try:
+                    await lifecycle.end_session(live, "fatal error")
+                except Exception:  # not a storage failure of the batch: the sweep ends it later
+                    logger.exception("Could not end session %s after its fatal error", live.session_id)
 
 
 _writers: dict[asyncio.AbstractEventLoop, Writer] = {}

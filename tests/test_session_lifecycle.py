@@ -128,14 +128,15 @@ async def test_a_failure_inside_the_consumer_is_answered_and_the_session_still_e
     await wait_for(lambda: _status("buggy", "ended"))
 
 
-async def test_the_client_disconnect_is_on_the_timeline(ingest_token):
+async def test_the_client_disconnect_is_on_the_timeline(ingest_token, settings):
+    settings.SESSION_END_GRACE = 0.2
     bot = await connect(ingest_token, "bye")
     await send(bot, wrap(1, rtvi("disconnect-bot", id="d1"), direction="from-client"))
     await receive(bot)
     await bot.disconnect()
-    here = registry.sessions.get((await session("bye")).pk)
-    state = here.state.to_dict() if here else (await session("bye")).state
-    assert state["markers"][0]["kind"] == "disconnect-bot"
+    await wait_for(lambda: _status("bye", "ended"))
+    markers = (await session("bye")).state["markers"]
+    assert [m["kind"] for m in markers] == ["disconnect-bot", "ended"]
 
 
 async def test_an_ingest_token_has_a_cap_on_connections(ingest_token, settings):
