@@ -55,21 +55,25 @@ class LeanDispatchMixin:
 
 
 def _query(scope) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+    return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("utf-8", "replace")).items()}
 
 
 @database_sync_to_async
-def open_ingest(token: str, session_id: str, agent_id: str | None):
-    """Check the token and open (or reopen) the session, held by this process.
-
-    Returns (credential_pk, session, event, warning), or an error string.
-    `event` is "started" for a new session and one reopened after it had
-    ended, "back" when its bot returns within the grace, else "".
-    """
+def find_credential(token: str) -> IngestToken | None:
     credential = IngestToken.objects.find(token)
-    if credential is None:
-        return "Unknown or revoked ingest token."
-    credential.touch()
+    if credential is not None:
+        credential.touch()
+    return credential
+
+
+@database_sync_to_async
+def open_ingest(credential: IngestToken, session_id: str, agent_id: str | None):
+    """Open (or reopen) the session for this bot, held by this process.
+
+    Returns (session, event, warning): `event` is "started" for a new session
+    and one reopened after it had ended, "back" when its bot returns within
+    the grace, else "".
+    """
     organization = credential.organization
     agent, warning = None, ""
     if agent_id:
@@ -79,7 +83,7 @@ def open_ingest(token: str, session_id: str, agent_id: str | None):
                 f"agent {agent_id[:100]!r} is not an agent of your organization; the session is recorded without one"
             )
     session, event = Session.objects.open_for_bot(organization, session_id, agent, lifecycle.SERVER_ID)
-    return credential.pk, session, event, warning
+    return session, event, warning
 
 
 def _is_uuid(value: str) -> bool:
@@ -104,22 +108,28 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         token = bearer_token(dict((k.decode("latin-1").title(), v.decode("latin-1")) for k, v in self.scope["headers"]))
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)
-        opened = await open_ingest(token, session_id, _query(self.scope).get("agent"))
-        if isinstance(opened, str):
-            return await self.fail(opened, CLOSE_BAD_TOKEN)
-        token_pk, session, event, warning = opened
-        held = registry.per_token.get(token_pk, 0)
+        credential = await find_credential(token)
+        if credential is None:
+            return await self.fail("Unknown or revoked ingest token.", CLOSE_BAD_TOKEN)
+        held = registry.per_token.get(credential.pk, 0)
         if held >= settings.INGEST_MAX_CONNECTIONS_PER_TOKEN:
             return await self.fail(
                 f"This ingest token has {held} bot connections open here, its limit "
                 f"(INGEST_MAX_CONNECTIONS_PER_TOKEN={settings.INGEST_MAX_CONNECTIONS_PER_TOKEN}).",
                 CLOSE_RATE,
             )
-        self.token_pk = token_pk
-        registry.per_token[token_pk] = held + 1
-        self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
-        self.writer = writer.get_writer()
-        self.live_session = await registry.attach(session)
+        self.token_pk = credential.pk
+        registry.per_token[credential.pk] = held + 1
+        registry.connecting += 1
+        try:
+            session, event, warning = await open_ingest(credential, session_id, _query(self.scope).get("agent"))
+            self.epoch = session.ingest_epoch
+            self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
+            self.writer = writer.get_writer()
+            # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
+            self.live_session = await registry.attach(session)
+        finally:
+            registry.connecting -= 1
         if warning:
             await self.reply([{"error": warning, "seq": None}])
         if event:
@@ -195,7 +205,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
                 logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
             if registry.detach(self.live_session):
-                await lifecycle.bot_left(self.live_session)
+                await lifecycle.bot_left(self.live_session, self.epoch)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
 

@@ -10,9 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connection
 
 DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-db")
+# The heartbeat and sweep have their own: a writer busy with a big batch must
+# never delay a beat long enough for other processes to count this one dead.
+LIFECYCLE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-lifecycle")
 
 
-async def in_db_thread(fn, *args):
+async def in_db_thread(fn, *args, executor: ThreadPoolExecutor = DB_THREAD):
     """Run fn(*args) on the live path's database thread.
 
     The thread keeps its connection open across calls (reopening one per
@@ -28,4 +31,4 @@ async def in_db_thread(fn, *args):
             connection.close()
             raise
 
-    return await asyncio.get_running_loop().run_in_executor(DB_THREAD, call)
+    return await asyncio.get_running_loop().run_in_executor(executor, call)

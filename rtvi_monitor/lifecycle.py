@@ -30,7 +30,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from rtvi_monitor import events, relay, writer
-from rtvi_monitor.dbthread import in_db_thread
+from rtvi_monitor.dbthread import LIFECYCLE_THREAD, in_db_thread
 from rtvi_monitor.models import ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
 
@@ -74,6 +74,24 @@ def _mark_orphans(now: datetime) -> int:
     )
 
 
+def _reconcile(now: datetime, connected: set[int], quiet: bool) -> None:
+    """The database agrees with which bots are connected here.
+
+    A session this process holds with no bot here lost it without a
+    disconnect we heard (a failed attach, a dropped handler): away from now. A
+    bot connected here whose session was marked away (a beat that came late)
+    is here: held again.
+    """
+    if quiet:
+        Session.objects.live().filter(holder=SERVER_ID, bot_left_at__isnull=True).exclude(pk__in=connected).update(
+            bot_left_at=now, end_reason="bot disconnected"
+        )
+    if connected:
+        Session.objects.live().filter(pk__in=connected).exclude(holder=SERVER_ID, bot_left_at__isnull=True).update(
+            holder=SERVER_ID, bot_left_at=None, end_reason=""
+        )
+
+
 def heartbeat_timeout() -> float:
     """Seconds without a beat after which a process counts as gone."""
     return 3 * settings.SESSION_SWEEP_INTERVAL + 5
@@ -87,13 +105,17 @@ def _due(now: datetime) -> list[tuple[int, datetime, str]]:
 async def sweep() -> int:
     """Beat, then end every session whose bot has been away past the grace. Returns how many ended."""
 
+    connected = {pk for pk, here in registry.sessions.items() if here.connections > 0}
+    quiet = registry.connecting == 0  # no bot half-way through connecting here
+
     def step():
         now = timezone.now()
         _beat(now)
+        _reconcile(now, connected, quiet)
         orphans = _mark_orphans(now)
         return orphans, _due(now)
 
-    orphans, due = await in_db_thread(step)
+    orphans, due = await in_db_thread(step, executor=LIFECYCLE_THREAD)
     if orphans:
         logger.info("%d live sessions lost their server process; they end after the grace period", orphans)
     ended = 0
@@ -126,13 +148,16 @@ async def _load(pk: int) -> LiveSession | None:
     return LiveSession(pk, session.organization_id, session.session_id, state, {})
 
 
-async def bot_left(live_session: LiveSession) -> None:
-    """The last bot connection of a session on this process closed: away, until the grace decides."""
+async def bot_left(live_session: LiveSession, epoch: int) -> None:
+    """The last bot connection of a session on this process closed: away, until the grace decides.
+
+    Only if no bot connected since (`epoch`, bumped by every connection, here or elsewhere).
+    """
 
     def store():
         updated = (
             Session.objects.live()
-            .filter(pk=live_session.pk, holder=SERVER_ID)
+            .filter(pk=live_session.pk, holder=SERVER_ID, ingest_epoch=epoch)
             .update(bot_left_at=timezone.now(), end_reason="bot disconnected")
         )
         return Session.objects.select_related("agent").get(pk=live_session.pk) if updated else None

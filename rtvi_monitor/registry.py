@@ -172,6 +172,7 @@ class Registry:
     def __init__(self):
         self.sessions: dict[int, LiveSession] = {}
         self.per_token: dict[int, int] = {}
+        self.connecting = 0  # bots between their handshake and attach(): the sweep leaves them be
 
     async def attach(self, session: Session) -> LiveSession:
         live = self.sessions.get(session.pk)

@@ -162,18 +162,20 @@ def live_settings(settings):
 @pytest.fixture
 def live_path(transactional_db, live_settings):
     """A clean live path: the registry is per process and outlives a test's database."""
-    from rtvi_monitor.dbthread import DB_THREAD
+    from rtvi_monitor.dbthread import DB_THREAD, LIFECYCLE_THREAD
     from rtvi_monitor.registry import registry
 
     registry.sessions.clear()
     registry.per_token.clear()
+    registry.connecting = 0
     yield registry
     registry.sessions.clear()
     registry.per_token.clear()
     # The writer's thread keeps its connection; close it so the test database can go.
     from django.db import connection
 
-    DB_THREAD.submit(lambda: connection.close()).result()
+    for thread in (DB_THREAD, LIFECYCLE_THREAD):
+        thread.submit(lambda: connection.close()).result()
 
 
 @pytest.fixture

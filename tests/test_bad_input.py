@@ -260,3 +260,28 @@ async def test_a_frame_over_the_limit_in_bytes_closes_with_4009_and_a_reason(ser
             await bot.recv()
     assert reason["fatal"] is True and "over the limit of 262144" in reason["error"]
     assert closed.value.rcvd.code == 4009
+
+
+async def test_text_no_database_takes_as_is_is_summarised_and_its_session_still_ends(server):
+    """NUL and a lone surrogate in what the state keeps (PostgreSQL's jsonb refuses both)."""
+    session_id = f"nul-end-{uuid.uuid4().hex[:10]}"
+    about = '{"library": "x\\u0000y", "v": "\\ud800", "literal": "\\\\u0000"}'
+    frames = [
+        wrapped_text(1, msg_text("client-ready", '{"version": "2.1.0", "about": ' + about + "}")),
+        wrapped_text(2, json.dumps(rtvi("user-transcription", {"text": "a\u0000b", "final": True}))),
+        wrapped_text(3, json.dumps(rtvi("error", {"error": "quota \u0000", "fatal": True}))),
+    ]
+    async with connect(server, session_id) as bot:
+        for frame in frames:
+            await bot.send(frame)
+        assert sorted(a["ack"] for a in await replies(bot)) == [1, 2, 3]
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        for _ in range(100):
+            body = (await api.get(f"/api/sessions/{session_id}/")).json()
+            if body["status"] == "ended":
+                break
+            await asyncio.sleep(0.1)
+    assert body["status"] == "ended" and body["end_reason"] == "fatal error"
+    assert body["event_count"] == 3 and body["fatal"] is True
+    assert body["transcript"][0]["text"] in ("a\u0000b", "a\\u0000b")

@@ -153,3 +153,32 @@ async def test_an_ingest_token_has_a_cap_on_connections(ingest_token, settings):
     assert await receive(fourth) == {"ack": 1}
     for socket in (second, fourth):
         await socket.disconnect()
+
+
+async def test_a_late_disconnect_of_an_old_connection_does_not_mark_a_returned_bot_away(ingest_token, settings):
+    settings.SESSION_END_GRACE = 0.2
+    first = await connect(ingest_token, "flappy")
+    await send(first, wrap(1, rtvi("bot-ready")))
+    await receive(first)
+    old_epoch = (await session("flappy")).ingest_epoch
+    stale = registry.sessions[(await session("flappy")).pk]
+    await first.disconnect()
+    second = await connect(ingest_token, "flappy")  # the bot is back (a new epoch)
+    await send(second, wrap(2, rtvi("bot-llm-text", {"text": "back"})))
+    await receive(second)
+    await lifecycle.bot_left(stale, old_epoch)  # the old connection's news arrives late
+    assert (await session("flappy")).bot_left_at is None
+    await asyncio.sleep(0.5)
+    assert (await session("flappy")).status == "live"
+    await second.disconnect()
+
+
+async def test_a_session_held_here_with_no_bot_here_is_found_and_ended(ingest_token, settings):
+    """A bot whose handler died without a disconnect: the sweep notices nobody is connected."""
+    settings.SESSION_END_GRACE = 0.2
+    bot = await connect(ingest_token, "ghost")
+    await send(bot, wrap(1, rtvi("bot-ready")))
+    await receive(bot)
+    registry.sessions.clear()  # as if its handler vanished
+    await wait_for(lambda: _status("ghost", "ended"))
+    assert (await session("ghost")).end_reason == "bot disconnected"
