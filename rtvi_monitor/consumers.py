@@ -303,6 +303,10 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def session_changed(self, message):
         kind = "ended" if message["event"] == "ended" else "session"
         await self.send(text_data=relay.to_json({"type": kind, "session": message["session"]}))
+        if message["event"] in ("started", "back"):
+            # Its bot is back: the state is loaded afresh from what is stored, and a copy
+            # made before (an ended state, say) is not the one the next patches continue.
+            await self.send_snapshot()
 
     async def session_list(self, message):
         pass  # list updates go to SessionListConsumer
@@ -313,9 +317,8 @@ def _stored_snapshot(pk: int) -> dict:
     session = Session.objects.get(pk=pk)
     if session.state is not None:
         return {"state": session.state, "bases": {}}
-    stored = events.load_events(pk)
-    state = events.replay(stored)
-    return {"state": state.to_dict(), "bases": state.bases(), "upto": stored[-1]["seq"] if stored else 0}
+    state, stored = events.load_state(pk)
+    return {"state": state.to_dict(), "bases": state.bases(), "upto": max((e["seq"] for e in stored), default=0)}
 
 
 @database_sync_to_async

@@ -188,3 +188,15 @@ def replay(events: list[dict]) -> SessionState:
         )
         for e in events
     )
+
+
+def load_state(session_pk: int) -> tuple[SessionState, list[dict]]:
+    """A session's state folded from what is stored, in the order it was stored.
+
+    That is the order a live session folded it in (the writer inserts and
+    folds each batch in the order its rows came), so a state replayed here
+    equals the live one, version for version, even when a bot's seqs arrived
+    out of order.
+    """
+    stored = [event_from_db(e) for e in Event.objects.filter(session_id=session_pk).order_by("pk")]
+    return replay(stored), stored

@@ -140,7 +140,7 @@ async def _load(pk: int) -> LiveSession | None:
 
     def load():
         session = Session.objects.filter(pk=pk).first()
-        return (session, events.replay(events.load_events(pk))) if session else (None, None)
+        return (session, events.load_state(pk)[0]) if session else (None, None)
 
     session, state = await in_db_thread(load)  # a long replay stays off the event loop
     if session is None:

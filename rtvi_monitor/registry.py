@@ -7,18 +7,21 @@ in only what is stored, so it, its patches and the database always describe
 the same messages.
 """
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from rtvi_monitor import protocol
-from rtvi_monitor.dbthread import in_db_thread
-from rtvi_monitor.events import Replier, Row, content_hash, load_events, replay, reply_text, stored_form, stored_text
+from rtvi_monitor.events import Replier, Row, content_hash, load_state, reply_text, stored_form, stored_text
 from rtvi_monitor.models import Session, storable
 from rtvi_monitor.state import SessionState
 from rtvi_monitor.wire import MAX_SEQ
 
 DIRECTIONS = ("to-client", "from-client")
 
+SEEN_WINDOW = 100_000  # seqs a session remembers what they hold
 EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
 
 SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
@@ -136,6 +139,10 @@ class LiveSession:
             reply = {"error": reply_text(checked.error), "seq": None}
         self.seen[seq] = content_hash(text)
         self.max_seq = max(self.max_seq, seq)
+        if len(self.seen) > 2 * SEEN_WINDOW:
+            # Seqs long past are forgotten (a bot resends only what is recent); memory stays bounded.
+            floor = self.max_seq - SEEN_WINDOW
+            self.seen = {s: h for s, h in self.seen.items() if s > floor}
         if reply is not None:
             self.waiting[seq] = [replier]
         valid = checked.valid and not extra_error
@@ -173,24 +180,40 @@ class Registry:
         self.sessions: dict[int, LiveSession] = {}
         self.per_token: dict[int, int] = {}
         self.connecting = 0  # bots between their handshake and attach(): the sweep leaves them be
+        self.loading: dict[int, asyncio.Future] = {}
 
     async def attach(self, session: Session) -> LiveSession:
+        """One bot connection more; the session is loaded from what is stored when no bot had it here."""
         live = self.sessions.get(session.pk)
         if live is None:
-            events = await in_db_thread(load_events, session.pk)
-            live = LiveSession(
-                pk=session.pk,
-                organization_id=session.organization_id,
-                session_id=session.session_id,
-                state=replay(events),
-                seen={e["seq"]: content_hash(stored_text(e)) for e in events},
-                max_seq=events[-1]["seq"] if events else 0,
-            )
-            live.state.take_changes()  # browsers get this state as a snapshot; patches start here
-            self.sessions[session.pk] = live
+            # Two connections of one session at once share one load (two copies would hand out the same seqs).
+            loading = self.loading.get(session.pk)
+            if loading is None:
+                loading = self.loading[session.pk] = asyncio.ensure_future(self._load(session))
+                try:
+                    live = self.sessions[session.pk] = await loading
+                finally:
+                    del self.loading[session.pk]
+            else:
+                await loading
+                live = self.sessions[session.pk]
         live.connections += 1
         live.ended = False
         return live
+
+    @staticmethod
+    async def _load(session: Session) -> LiveSession:
+        # Off the writer's thread: a long history must not hold up everyone's acks.
+        state, stored = await sync_to_async(load_state, thread_sensitive=False)(session.pk)
+        state.take_changes()  # browsers get this state as a snapshot; patches start here
+        return LiveSession(
+            pk=session.pk,
+            organization_id=session.organization_id,
+            session_id=session.session_id,
+            state=state,
+            seen={e["seq"]: content_hash(stored_text(e)) for e in stored[-SEEN_WINDOW:]},
+            max_seq=max((e["seq"] for e in stored), default=0),
+        )
 
     def detach(self, live: LiveSession) -> bool:
         """One bot connection fewer; True when it was the session's last here.

@@ -73,7 +73,7 @@ def batch_message(live: "LiveSession", events: list[dict], version_from: int) ->
 async def session_changed(session: Session, event: str) -> None:
     """Tell the session's browsers and the organization's list (event: started, updated, away, back, ended)."""
     row = session.row()
-    if event in ("away", "back", "ended"):
+    if event in ("started", "away", "back", "ended"):
         await relay(session_group(session.pk), {"type": "session.changed", "event": event, "session": row})
     await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "session": row})
 

@@ -61,7 +61,7 @@ def session_detail(session: Session) -> dict:
     so this is what the ingesting process holds); ended ones keep their final
     state.
     """
-    state = session.state if session.state is not None else events.replay(events.load_events(session.pk)).to_dict()
+    state = session.state if session.state is not None else events.load_state(session.pk)[0].to_dict()
     counts = state.get("counts") or {}
     return {
         **session.row(),

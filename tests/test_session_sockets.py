@@ -17,8 +17,16 @@ def token_message(i: int) -> dict:
 
 
 async def start_bot(token, session_id="s1", count=0):
+    from rtvi_monitor.registry import registry
+
     bot = bot_socket(session_id, token)
     assert (await bot.connect())[0]
+    # The handshake is accepted before the session is opened: wait until it is, as a bot's first ack would.
+    for _ in range(500):
+        if any(s.session_id == session_id and s.connections for s in registry.sessions.values()):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # and its "started" has gone out
     if count:
         await send(bot, {"batch": [wrap(i, token_message(i)) for i in range(1, count + 1)]})
         for _ in range(count):
