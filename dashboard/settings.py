@@ -243,6 +243,10 @@ INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(256 * 1024))
 # bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
 INGEST_RATE_LIMIT = envfloat("INGEST_RATE_LIMIT", "1000")
 INGEST_RATE_BURST_SECONDS = envfloat("INGEST_RATE_BURST_SECONDS", "5")
+# INGEST_RATE_BYTES: bytes per second one bot connection may sustain (same
+# burst): the work a message costs grows with its size, so counting messages
+# alone would let one bot of huge messages slow every other. Over it: close (4429).
+INGEST_RATE_BYTES = envint("INGEST_RATE_BYTES", str(2 * 1024 * 1024))
 # INGEST_FLUSH_INTERVAL: seconds between batched writes (and so between relays
 # to browsers, which follow the write). INGEST_FLUSH_ROWS flushes sooner.
 INGEST_FLUSH_INTERVAL = envfloat("INGEST_FLUSH_INTERVAL", "0.05")

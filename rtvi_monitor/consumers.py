@@ -125,6 +125,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             session, event, warning = await open_ingest(credential, session_id, _query(self.scope).get("agent"))
             self.epoch = session.ingest_epoch
             self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
+            self.bytes = TokenBucket(settings.INGEST_RATE_BYTES, settings.INGEST_RATE_BURST_SECONDS)
             self.writer = writer.get_writer()
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
             self.live_session = await registry.attach(session)
@@ -175,6 +176,10 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
                         "seqs": seqs,
                     }
                 ]
+            )
+        if not self.bytes.take(size):
+            return await self.fail(
+                f"Over the rate limit of {settings.INGEST_RATE_BYTES} bytes per second (INGEST_RATE_BYTES).", CLOSE_RATE
             )
         if not self.bucket.take(len(frames)):
             return await self.fail(

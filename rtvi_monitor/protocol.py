@@ -20,6 +20,7 @@ LABEL = "rtvi-ai"
 MAX_RAW = 8 * 1024  # characters of raw text kept for an invalid message
 MAX_DEPTH = 32  # nesting of objects and arrays in one message
 MAX_TYPE = 64  # characters of a message type (the database column's width)
+MAX_ID = 256  # characters of a message id (ids are kept, as keys, for as long as a session lives)
 MAX_NUMBER = 1e15  # largest magnitude of a figure (metric, token count): sums stay finite
 
 BOT, CLIENT = "bot", "client"
@@ -594,6 +595,8 @@ def _validate(obj: Any) -> Validated:
     msg_id = obj.get("id")
     if msg_id is not None and not isinstance(msg_id, str):
         return _invalid(obj, type_name, f"id: expected a string, got {_describe(msg_id)}", raw)
+    if msg_id is not None and len(msg_id) > MAX_ID:
+        return _invalid(obj, type_name, f"id: longer than {MAX_ID} characters ({len(msg_id)})", raw)
 
     spec = CATALOG.get(type_name)
     if spec is None:

@@ -33,10 +33,14 @@ from rtvi_monitor.protocol import CATALOG, protocol_version
 # Memory bounds for long sessions; past them the newest entries are kept.
 MAX_POINTS = 2000  # per metric series
 MAX_INTERVALS = 5000  # per timeline lane
-MAX_ITEMS = 5000  # transcript items, turns, errors, server messages, function calls, client messages
+MAX_ITEMS = 5000  # transcript items, turns, errors, server messages
 MAX_TYPES = 200  # distinct types counted by name; the rest under OTHER_TYPES
-MAX_SEGMENTS = 256
-MAX_SERIES = 50  # metric series (processor|model) per kind  # bot-output segments remembered for late updates
+MAX_SEGMENTS = 256  # bot-output segments remembered for late updates, and per bot line
+MAX_SERIES = 50  # metric series (processor|model) per kind
+MAX_CALLS = 500  # function calls and client requests kept (each sent whole when any changes)
+MAX_KEY = 200  # characters of an id the state keeps as a key (tool_call_id, segment_id)
+# The metric kinds the catalog names; a bot's own kinds are stored, not charted.
+METRIC_KINDS = frozenset(field.name for field in CATALOG["metrics"].fields)
 DEDUP_WINDOW = 100_000  # seqs remembered for duplicate detection; older ones count as seen
 OTHER_TYPES = "(other)"
 # Byte bounds: however long a session or its messages, the state (and so a
@@ -550,6 +554,8 @@ class SessionState:
         key = data.get("segment_id")
         if not isinstance(key, (int, str)) or isinstance(key, bool):
             key = None
+        elif isinstance(key, str):
+            key = key[:MAX_KEY]
         segment = self._segments.get(key) if key is not None else None
         if segment is not None and segment.item is not self._bot_item and segment.text != text.strip():
             # Not a late status of that sentence (those repeat its text): an id used again in a
@@ -559,8 +565,8 @@ class SessionState:
             return
         if segment is None:
             item = self._bot_line("bot-output", event, at)
-            if len(item["_order"]) >= MAX_SEGMENTS:
-                return  # a turn of more sentences than anyone says: the line is full
+            if len(item["_order"]) >= MAX_SEGMENTS or len(item["text"]) >= MAX_TEXT:
+                return  # the line is full: what it would add is never shown, so it is not kept
             if key is None:
                 segment = self._unkeyed_segment(item, text.strip(), word, data)
                 if segment is None:
@@ -630,7 +636,7 @@ class SessionState:
         if text:
             item = self._bot_line("bot-transcription", event, at)
             sentences = item["_parts"].setdefault("bot-transcription", [])
-            if len(sentences) < MAX_SEGMENTS:
+            if len(sentences) < MAX_SEGMENTS and sum(map(len, sentences)) < MAX_TEXT:
                 sentences.append(text)
             self._show(item)
 
@@ -685,7 +691,7 @@ class SessionState:
     def _call(self, data: dict, event: Event, at: float) -> dict:
         """The call a message is about: by tool_call_id, else the oldest one announced without an id."""
         call_id = data.get("tool_call_id")
-        call_id = call_id if isinstance(call_id, str) and call_id else None
+        call_id = call_id[:MAX_KEY] if isinstance(call_id, str) and call_id else None
         name = data.get("function_name") if isinstance(data.get("function_name"), str) else None
         call = self.function_calls.get(call_id) if call_id else None
         if call is None and call_id:
@@ -711,7 +717,7 @@ class SessionState:
                 "seq": event.seq,
             }
             self.function_calls[key] = call
-            _cap_dict(self.function_calls)
+            _cap_dict(self.function_calls, MAX_CALLS)
         self._changed.add("function_calls")
         if name:
             call["function_name"] = _clip(name, 200)
@@ -770,7 +776,7 @@ class SessionState:
             "response": None,
             "response_ms": None,
         }
-        _cap_dict(self.client_messages)
+        _cap_dict(self.client_messages, MAX_CALLS)
 
     def _response(self, event, message, data, at):
         msg_id = message.get("id")
@@ -818,7 +824,7 @@ class SessionState:
     # metrics
     def _metrics(self, event, message, data, at):
         for kind, entries in data.items():
-            if not isinstance(entries, list):
+            if kind not in METRIC_KINDS or not isinstance(entries, list):
                 continue
             for entry in entries:
                 if not isinstance(entry, dict):

@@ -276,3 +276,13 @@ async def test_one_message_too_deep_in_a_batch_leaves_the_others_acknowledged(or
     (error,) = [r for r in replies if "error" in r]
     assert error == {"error": "not JSON: nested deeper than 32 levels", "seq": 3}
     await socket.disconnect()
+
+
+async def test_a_sustained_byte_rate_over_the_limit_closes_the_socket(org, ingest_token, settings):
+    settings.INGEST_RATE_BYTES = 10_000
+    settings.INGEST_RATE_BURST_SECONDS = 1
+    socket = await connect("s1", ingest_token)
+    await send(socket, wrap(1, rtvi("server-message", {"blob": "x" * 20_000})))
+    refusal = await receive(socket)
+    assert refusal["fatal"] and "10000 bytes per second" in refusal["error"]
+    assert (await socket.receive_output(2))["code"] == 4429

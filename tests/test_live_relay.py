@@ -25,7 +25,12 @@ ORG, OTHER, USER = f"Acme-{RUN}", f"Globex-{RUN}", f"ops-{RUN}"
 
 @pytest.fixture(scope="module")
 def server():
-    env = {"SESSION_END_GRACE": "1", "SESSION_SUMMARY_INTERVAL": "0.2", "SESSION_SWEEP_INTERVAL": "0.5"}
+    env = {
+        "SESSION_END_GRACE": "1",
+        "SESSION_SUMMARY_INTERVAL": "0.2",
+        "SESSION_SWEEP_INTERVAL": "0.5",
+        "INGEST_RATE_BYTES": str(100 * 1024 * 1024),  # one test streams 80 MB as fast as it can
+    }
     with DaphneServer(env=env) as running:
         running.ingest_token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
         running.api_key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
