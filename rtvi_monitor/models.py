@@ -45,15 +45,20 @@ class SessionQuerySet(models.QuerySet):
         session, created = self.get_or_create(
             organization=organization, session_id=session_id, defaults={"agent": agent}
         )
-        updates = {"ingest_epoch": models.F("ingest_epoch") + 1, "holder": holder, "bot_left_at": None}
-        if agent and session.agent_id != agent.pk:
-            updates["agent"] = agent
         reopened = session.status == Session.Status.ENDED
         back = not reopened and session.bot_left_at is not None
-        if reopened:
-            updates.update(status=Session.Status.LIVE, ended_at=None, state=None)
-        if reopened or back:
-            updates["end_reason"] = ""
+        # Whatever happened since it was read (a sweep may have ended it just now), its bot is here: live.
+        updates = {
+            "ingest_epoch": models.F("ingest_epoch") + 1,
+            "holder": holder,
+            "bot_left_at": None,
+            "status": Session.Status.LIVE,
+            "ended_at": None,
+            "end_reason": "",
+            "state": None,
+        }
+        if agent and session.agent_id != agent.pk:
+            updates["agent"] = agent
         self.filter(pk=session.pk).update(**updates)
         session = self.select_related("agent").get(pk=session.pk)
         return session, "started" if created or reopened else "back" if back else ""
