@@ -38,7 +38,7 @@ def _int_param(request, name: str, default: int, maximum: int) -> int:
 @json_methods("GET")
 @key_or_staff_required
 def session_list(request):
-    """GET /api/sessions/?agent=&status=&started_after=&started_before=&q=&limit=&offset="""
+    """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&limit=&offset="""
     try:
         queryset = filter_sessions(request.organization, request.GET)
         limit = _int_param(request, "limit", 50, MAX_LIMIT)

@@ -27,11 +27,23 @@ def _datetime(params, name: str) -> datetime | None:
     return value if timezone.is_aware(value) else timezone.make_aware(value)
 
 
+def _boolean(params, name: str) -> bool | None:
+    raw = params.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in ("true", "1", "on"):
+        return True
+    if raw in ("false", "0"):
+        return False
+    raise BadFilter(f"{name}: expected true or false, got {raw!r}")
+
+
 def filter_sessions(organization, params) -> QuerySet:
     """The organization's sessions, filtered by agent, status, time range and transcript text.
 
-    `params` is a QueryDict (or dict): agent, status (live/ended), started_after,
-    started_before, q. Raises BadFilter naming a bad parameter.
+    `params` is a QueryDict (or dict): agent, status (live/ended), has_errors
+    (any error or a fatal one), fatal, started_after, started_before, q.
+    Raises BadFilter naming a bad parameter.
     """
     queryset = Session.objects.filter(organization=organization).select_related("agent")
     agent = params.get("agent", "").strip()
@@ -45,6 +57,13 @@ def filter_sessions(organization, params) -> QuerySet:
         if status not in Session.Status.values:
             raise BadFilter(f"status: expected one of {', '.join(Session.Status.values)}, got {status!r}")
         queryset = queryset.filter(status=status)
+    has_errors = _boolean(params, "has_errors")
+    if has_errors is not None:
+        with_errors = Q(error_count__gt=0) | Q(fatal=True)
+        queryset = queryset.filter(with_errors) if has_errors else queryset.exclude(with_errors)
+    fatal = _boolean(params, "fatal")
+    if fatal is not None:
+        queryset = queryset.filter(fatal=fatal)
     if after := _datetime(params, "started_after"):
         queryset = queryset.filter(started_at__gte=after)
     if before := _datetime(params, "started_before"):

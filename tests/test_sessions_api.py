@@ -96,9 +96,35 @@ def test_the_list_filters_by_agent_status_time_and_text(client, org, api_key):
     assert api(client, "/api/sessions/?limit=1", api_key).json()["next_offset"] == 1
 
 
+def test_the_list_filters_sessions_with_errors_and_fatal_ones(client, org, api_key):
+    make_session(org, "clean", error_count=0)
+    make_session(org, "noisy", error_count=3)
+    make_session(org, "dead", error_count=1, fatal=True)
+
+    def ids(query):
+        response = api(client, f"/api/sessions/?{query}", api_key)
+        assert response.status_code == 200, response.content
+        return sorted(s["id"] for s in response.json()["sessions"])
+
+    assert ids("has_errors=true") == ["dead", "noisy"]
+    assert ids("has_errors=false") == ["clean"]
+    assert ids("fatal=true") == ["dead"]
+    assert ids("fatal=false&has_errors=true") == ["noisy"]
+
+
+def test_the_sessions_page_filters_sessions_with_errors(staff_client, org):
+    make_session(org, "clean", error_count=0)
+    make_session(org, "noisy", error_count=3)
+    html = staff_client.get("/sessions/?has_errors=true").content.decode()
+    assert "noisy" in html and ">clean<" not in html
+    assert 'name="has_errors" value="true" checked' in html
+
+
 @pytest.mark.parametrize(
     "query,words",
     [
+        ("has_errors=maybe", "has_errors"),
+        ("fatal=2", "fatal"),
         ("status=dead", "status"),
         ("agent=nope", "agent"),
         ("started_after=yesterday", "started_after"),
