@@ -23,6 +23,8 @@ node_modules/.installed: package.json
 	touch $@
 
 run: $(VENV)/.installed
+	@$(BIN)/python -c "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('$(HOST)', $(PORT)))" 2>/dev/null \
+	  || { echo "Port $(PORT) on $(HOST) is taken: stop what holds it, or run 'make run PORT=8001'."; exit 1; }
 	$(BIN)/python manage.py migrate --noinput
 	@mkdir -p var && $(BIN)/python manage.py seed_demo > var/seed.out
 	@echo

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from dashboard import api, errors, views
 
@@ -15,6 +17,7 @@ urlpatterns = [
     path("v1/agents", api.agents, name="v1_agents"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     re_path(r"^(?:v1|api)/", errors.machine_not_found),
 ]
 

@@ -86,3 +86,8 @@ def test_the_session_page_carries_its_socket_and_downloads(staff_client, org):
     html = staff_client.get("/sessions/room:42.a/").content.decode()
     assert '"ws": "/ws/sessions/room:42.a/"' in html
     assert "/api/sessions/room:42.a/events.ndjson" in html and "/api/sessions/room:42.a/" in html
+
+
+def test_the_favicon_is_served(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
