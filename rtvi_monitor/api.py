@@ -2,11 +2,13 @@
 
 from functools import wraps
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.auth import key_or_staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
 from rtvi_monitor.events import event_from_db, stored_message
+from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
 
@@ -107,3 +109,10 @@ def session_event(request, session, seq):
     if event is None:
         return json_error(f"Session {session.session_id!r} has no message with seq {seq}.", 404)
     return StrictJsonResponse(event_from_db(event))
+
+
+@json_methods("GET")
+@key_or_staff_required
+def prometheus(request):
+    """GET /metrics: the organization's metrics in Prometheus' text format (private API key or staff)."""
+    return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)

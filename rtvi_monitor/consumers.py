@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from dashboard.auth import bearer_token, organization_of
 from dashboard.models import Agent
-from rtvi_monitor import events, lifecycle, protocol, relay, writer
+from rtvi_monitor import events, lifecycle, metrics, protocol, relay, writer
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
 from rtvi_monitor.ratelimit import TokenBucket
 from rtvi_monitor.registry import LiveSession, registry
@@ -251,10 +251,12 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.stream = relay.BrowserStream()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        metrics.BROWSERS.inc()
         await self.send_snapshot()
 
     async def disconnect(self, code):
         if self.session is not None:
+            metrics.BROWSERS.dec()
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def send_frame(self, text: str) -> None:

@@ -40,6 +40,7 @@ class LiveSession:
     session_id: str
     state: SessionState
     seen: dict[int, int]  # seq -> hash of what it holds, pending or stored
+    agent_id: str = ""  # for the metrics' labels
     max_seq: int = 0
     connections: int = 0
     last_summary_at: float = 0.0
@@ -210,6 +211,7 @@ class Registry:
             pk=session.pk,
             organization_id=session.organization_id,
             session_id=session.session_id,
+            agent_id=str(session.agent_id or ""),
             state=state,
             seen={e["seq"]: content_hash(stored_text(e)) for e in stored[-SEEN_WINDOW:]},
             max_seq=max((e["seq"] for e in stored), default=0),

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from rtvi_monitor import lifecycle
+from rtvi_monitor import lifecycle, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
 from rtvi_monitor.models import Event, Session, summary_fields
@@ -89,6 +89,11 @@ class Writer:
                 self.unavailable_since = None
 
     async def flush(self) -> None:
+        metrics.BACKLOG.set(len(self.pending))
+        with metrics.FLUSH.time():
+            await self._flush()
+
+    async def _flush(self) -> None:
         async with self.lock:
             # Summaries come from the state as folded so far (they are 1 Hz figures)
             # and go in the same transaction as the batch: one round trip a flush.
@@ -108,12 +113,15 @@ class Writer:
                 logger.warning("%d RTVI messages were stored escaped: the database refused them as sent", quarantined)
             # Fold what is stored into each session's state, in the order it came.
             sessions: dict[int, tuple[LiveSession, int]] = {}
+            turns_before: dict[int, tuple[LiveSession, int]] = {}
             for row in batch:
                 if row.live.pk not in sessions:
                     sessions[row.live.pk] = (row.live, row.live.state.version)
+                    turns_before[row.live.pk] = (row.live, row.live.state.turns.next_position())
                     self._mark_due(row.live)
                 if not row.refused:
                     row.live.state.apply(row.as_state_event())
+            metrics.record_batch([row for row in batch if not row.refused], turns_before)
         await self._after_store(batch, sessions, changed)
 
     def _mark_due(self, live: "LiveSession") -> None:

@@ -1,0 +1,125 @@
+"""Prometheus metrics (prometheus_client): what a team's Grafana scrapes from `GET /metrics`.
+
+Two kinds, both per organization (a scrape sees only its own organization's series):
+
+- counted by this process as it stores and folds messages (`record_batch`):
+  messages ingested, errors, turn latency, time to first byte; plus the writer's
+  backlog and flush time and the browser sockets open, which are the process's
+  own. With several server processes each exposes its own (scrape each);
+- read from the database at scrape time, so the same from any process:
+  live sessions and ended sessions by agent and end reason.
+"""
+
+from collections import Counter as Tally
+
+from django.db.models import Count
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from rtvi_monitor.models import Session
+from rtvi_monitor.protocol import CATALOG
+
+REGISTRY = CollectorRegistry()  # this process's own; the default one would mix in other libraries'
+
+MESSAGES = Counter(
+    "rtvi_messages_ingested", "RTVI messages stored, by result", ["organization", "result"], registry=REGISTRY
+)
+ERRORS = Counter(
+    "rtvi_errors", "RTVI error messages, by agent and fatal", ["organization", "agent", "fatal"], registry=REGISTRY
+)
+LATENCY_BUCKETS = (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13)
+TURN_LATENCY = Histogram(
+    "rtvi_turn_latency_seconds",
+    "From the user stopping to the bot speaking, per turn",
+    ["organization", "agent"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TTFB = Histogram(
+    "rtvi_ttfb_seconds",
+    "Time to first byte reported by a bot's services, by service kind and model",
+    ["organization", "service", "model"],
+    buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5),
+    registry=REGISTRY,
+)
+FLUSH = Histogram(
+    "rtvi_writer_flush_seconds", "Time one writer flush took (store, fold, ack, relay)", registry=REGISTRY
+)
+BACKLOG = Gauge("rtvi_writer_backlog", "Rows waiting for the database in this process", registry=REGISTRY)
+BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process", registry=REGISTRY)
+
+
+def _service(processor) -> str:
+    name = processor.lower() if isinstance(processor, str) else ""
+    return next((kind for kind in ("llm", "tts", "stt") if kind in name), "other")
+
+
+def record_batch(rows, turns_before: dict) -> None:
+    """Count a stored, folded batch: messages by result, errors, ttfb; turns new since `turns_before`."""
+    results = Tally()
+    for row in rows:
+        live, org = row.live, str(row.live.organization_id)
+        results[(org, "invalid" if not row.valid else "valid" if row.type in CATALOG else "unknown")] += 1
+        if not row.valid or not isinstance(row.message, dict):
+            continue
+        data = row.message.get("data")
+        if row.type == "error" and isinstance(data, dict):
+            ERRORS.labels(org, live.agent_id, "true" if data.get("fatal") is True else "false").inc()
+        elif row.type == "metrics" and isinstance(data, dict) and isinstance(data.get("ttfb"), list):
+            for entry in data["ttfb"]:
+                value = entry.get("value") if isinstance(entry, dict) else None
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                    model = entry.get("model") if isinstance(entry.get("model"), str) else ""
+                    TTFB.labels(org, _service(entry.get("processor")), model[:100]).observe(value)
+    for (org, result), n in results.items():
+        MESSAGES.labels(org, result).inc(n)
+    for live, position in turns_before.values():
+        turns = live.state.turns
+        for turn in turns.items[max(0, position - turns.dropped) :]:
+            if turn["latency_ms"] is not None:
+                TURN_LATENCY.labels(str(live.organization_id), live.agent_id).observe(turn["latency_ms"] / 1000)
+
+
+class _OrganizationView:
+    """The process's metrics as one organization may see them: its series, without the label."""
+
+    def __init__(self, organization_id: str):
+        self.organization_id = organization_id
+
+    def collect(self):
+        for family in REGISTRY.collect():
+            mine = Metric(family.name, family.documentation, family.type, family.unit)
+            for sample in family.samples:
+                labels = dict(sample.labels)
+                if labels.pop("organization", self.organization_id) == self.organization_id:
+                    mine.add_sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar)
+            yield mine
+
+
+class _Sessions:
+    """Live and ended sessions of one organization, read from the database at scrape time."""
+
+    def __init__(self, organization):
+        self.organization = organization
+
+    def collect(self):
+        sessions = Session.objects.filter(organization=self.organization)
+        live = GaugeMetricFamily("rtvi_sessions_live", "Sessions whose bot is connected or away", labels=["agent"])
+        for row in sessions.live().values("agent_id").annotate(n=Count("id")):
+            live.add_metric([str(row["agent_id"] or "")], row["n"])
+        yield live
+        ended = CounterMetricFamily(
+            "rtvi_sessions", "Ended sessions, by agent and end reason", labels=["agent", "reason"]
+        )
+        rows = sessions.filter(status=Session.Status.ENDED).values("agent_id", "end_reason").annotate(n=Count("id"))
+        for row in rows:
+            ended.add_metric([str(row["agent_id"] or ""), row["end_reason"] or "unknown"], row["n"])
+        yield ended
+
+
+def registry_for(organization) -> CollectorRegistry:
+    """What one organization's scrape returns."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_OrganizationView(str(organization.pk)))
+    registry.register(_Sessions(organization))
+    return registry

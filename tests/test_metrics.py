@@ -1,0 +1,70 @@
+"""GET /metrics: Prometheus text, an organization's own series only, never anonymous."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboard.models import ApiKey
+from tests.sockets import bot_socket, receive, rtvi, send, wrap
+
+pytestmark = pytest.mark.usefixtures("live_path")
+
+
+def samples(text: str) -> dict[tuple, float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+TURN = [
+    ("to-client", rtvi("user-started-speaking")),
+    ("to-client", rtvi("user-stopped-speaking")),
+    ("to-client", rtvi("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "model": "gpt-4o", "value": 0.4}]})),
+    ("to-client", rtvi("bot-started-speaking")),
+    ("to-client", rtvi("error", {"error": "TTS hiccup", "fatal": False})),
+    ("to-client", rtvi("made-up-type")),
+    ("to-client", rtvi("user-transcription", {"text": "x", "final": "yes"})),
+]
+
+
+async def stream(token, session_id):
+    bot = bot_socket(session_id, token)
+    assert (await bot.connect())[0]
+    for i, (direction, message) in enumerate(TURN, 1):
+        await send(bot, wrap(i, message, direction, sent_at=1_750_000_000.0 + i * 0.5))
+        await receive(bot)
+    return bot
+
+
+def test_metrics_are_never_anonymous(client):
+    response = client.get("/metrics")
+    assert response.status_code == 401 and response.json()["error"]
+
+
+async def test_an_organization_scrapes_its_own_series(ingest_token, api_key, async_client):
+    bot = await stream(ingest_token, "scraped")
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
+    got = samples(response.content.decode())
+    assert got[("rtvi_messages_ingested_total", (("result", "valid"),))] >= 5
+    assert got[("rtvi_messages_ingested_total", (("result", "unknown"),))] >= 1
+    assert got[("rtvi_messages_ingested_total", (("result", "invalid"),))] >= 1
+    assert got[("rtvi_errors_total", (("agent", ""), ("fatal", "false")))] >= 1
+    assert got[("rtvi_turn_latency_seconds_count", (("agent", ""),))] >= 1
+    assert got[("rtvi_ttfb_seconds_count", (("model", "gpt-4o"), ("service", "llm")))] >= 1
+    assert got[("rtvi_sessions_live", (("agent", ""),))] == 1
+    assert ("rtvi_browser_sockets", ()) in got and ("rtvi_writer_flush_seconds_count", ()) in got
+    assert all("organization" not in dict(labels) for _, labels in got)
+    await bot.disconnect()
+
+
+async def test_another_organization_sees_none_of_it(ingest_token, other_org, async_client):
+    bot = await stream(ingest_token, "private")
+    other_key = (await sync_to_async(ApiKey.issue)(other_org, "scrape"))[1]
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {other_key}"})
+    got = samples(response.content.decode())
+    assert not any(name.startswith(("rtvi_messages", "rtvi_errors", "rtvi_ttfb")) for name, _ in got)
+    assert not any(name == "rtvi_sessions_live" for name, _ in got)
+    await bot.disconnect()
