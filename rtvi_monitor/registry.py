@@ -44,7 +44,6 @@ class LiveSession:
     max_seq: int = 0
     connections: int = 0
     last_summary_at: float = 0.0
-    summary_due: bool = True
     summary: dict = field(default_factory=dict)  # the fields of the next summary update
     ended: bool = False
     # seq -> repliers waiting for it to be stored (a resend of a pending seq)
@@ -149,7 +148,6 @@ class LiveSession:
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
         message = checked.message if checked.message is not None else checked.raw
-        self.summary_due = True
         return Row(
             self,
             seq,

@@ -125,7 +125,6 @@ class Writer:
         await self._after_store(batch, sessions, changed)
 
     def _mark_due(self, live: "LiveSession") -> None:
-        live.summary_due = True
         self.due[live.pk] = live
 
     def _due_summaries(self) -> dict[int, "LiveSession"]:
@@ -141,7 +140,7 @@ class Writer:
                 break
             del self.due[pk]
             live.summary = summary_fields(live.state)
-            live.last_summary_at, live.summary_due = now, False
+            live.last_summary_at = now
             updates[pk] = live
         return updates
 
