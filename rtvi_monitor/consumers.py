@@ -275,9 +275,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         upto = snapshot.pop("upto", None)
 
         def load():
-            recent = events.load_events(
-                pk, limit=settings.BROWSER_RECENT_EVENTS, newest=True, preview=True, upto_seq=upto
-            )
+            recent = events.recent_events(pk, settings.BROWSER_RECENT_EVENTS, upto_seq=upto)
             return Session.objects.select_related("agent").get(pk=pk), recent
 
         session, recent = await database_sync_to_async(load)()

@@ -130,24 +130,13 @@ def event_time(sent_at: float | None, received_at: float) -> float:
     return sent_at if sent_at is not None else received_at
 
 
-def load_events(
-    session_pk: int,
-    after_seq: int = 0,
-    limit: int | None = None,
-    newest: bool = False,
-    preview: bool = False,
-    upto_seq: int | None = None,
-) -> list[dict]:
-    """Stored events of a session in seq order: after a seq, or the newest `limit`."""
-    queryset = Event.objects.filter(session_id=session_pk, seq__gt=after_seq)
+def recent_events(session_pk: int, limit: int, upto_seq: int | None = None) -> list[dict]:
+    """A session's newest stored events (up to a seq), in seq order, long messages as previews."""
+    queryset = Event.objects.filter(session_id=session_pk)
     if upto_seq is not None:
         queryset = queryset.filter(seq__lte=upto_seq)
-    if newest and limit:
-        rows = list(queryset.order_by("-seq")[:limit])
-        rows.reverse()
-    else:
-        rows = list(queryset.order_by("seq")[:limit] if limit else queryset.order_by("seq"))
-    return [event_from_db(e, preview) for e in rows]
+    rows = list(queryset.order_by("-seq")[:limit])
+    return [event_from_db(e, preview=True) for e in reversed(rows)]
 
 
 def stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:

@@ -6,15 +6,14 @@ one (a full channel, a Redis blip) sees the gap in versions and asks for a
 snapshot. Every frame is strict JSON (`to_json`).
 """
 
-import json
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from dashboard.http import strict_dumps
 from rtvi_monitor.models import Session
 
 if TYPE_CHECKING:
@@ -45,21 +44,8 @@ async def relay(group: str, message: dict) -> None:
 
 
 def to_json(value: Any) -> str:
-    """Strict JSON for a browser: no NaN or Infinity ever (they become null)."""
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+    """Strict JSON for a browser, compact: no NaN or Infinity ever (they become null)."""
+    return strict_dumps(value, separators=(",", ":"))
 
 
 def batch_message(live: "LiveSession", events: list[dict], version_from: int) -> dict:

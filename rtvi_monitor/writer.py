@@ -53,7 +53,6 @@ class Writer:
         self.wake = asyncio.Event()
         self.task = loop.create_task(self._run())
         self.failures = 0
-        self.unavailable_since: float | None = None
         self.due: dict[int, LiveSession] = {}  # sessions whose row awaits a summary update
 
     @property
@@ -81,12 +80,10 @@ class Writer:
                 await self.flush()
             except Exception:
                 self.failures += 1
-                self.unavailable_since = self.unavailable_since or time.time()
                 logger.exception("Storing %d RTVI messages failed; retrying", len(self.pending))
                 await asyncio.sleep(min(5.0, 0.1 * 2 ** min(self.failures, 6)))
             else:
                 self.failures = 0
-                self.unavailable_since = None
 
     async def flush(self) -> None:
         metrics.BACKLOG.set(len(self.pending))
