@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
+from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price
 
 
 class SecretAdmin(admin.ModelAdmin):
@@ -69,3 +69,29 @@ class DeploymentAdmin(admin.ModelAdmin):
     list_display = ("id", "agent", "image", "created_at")
     list_filter = ("agent__organization",)
     readonly_fields = ("id", "updated_at")
+
+
+@admin.register(Price)
+class PriceAdmin(admin.ModelAdmin):
+    list_display = (
+        "model",
+        "organization",
+        "usd_per_million_input_tokens",
+        "usd_per_million_output_tokens",
+        "usd_per_thousand_characters",
+        "usd_per_audio_minute",
+        "updated_at",
+    )
+    list_filter = ("organization",)
+    search_fields = ("model",)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        from rtvi_monitor.cost import forget_prices
+
+        forget_prices()  # this process prices the next summaries with it at once; others within a minute
+
+
+admin.site.site_header = "RTVI dashboard administration"
+admin.site.site_title = "RTVI dashboard admin"
+admin.site.index_title = "Organizations, agents, keys, prices and alert rules"

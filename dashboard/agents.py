@@ -355,7 +355,10 @@ async def _refresh(organization, keys: dict[str, str], include_deployment: bool)
         except AgentsAPIError as exc:
             # Kept until a fetch succeeds, so the last good list is shown with
             # it; its time starts the back-off (AGENTS_FAILURE_BACKOFF).
-            failure = {"error": str(exc), "at": time.time()}
+            now = time.time()
+            previous = await _in_thread(cache.get, keys["failure"])
+            # `since`: when the upstream started failing, for the agents_api_down alert.
+            failure = {"error": str(exc), "at": now, "since": previous.get("since", now) if previous else now}
             await _in_thread(cache.set, keys["failure"], failure, timeout=LAST_GOOD_TTL)
             return _last_good(await _in_thread(cache.get, keys["last"]), str(exc), include_deployment)
         entry = _to_entry(agents, time.time())
@@ -389,6 +392,21 @@ def _forget(key: str, task: asyncio.Task) -> None:
     # A background fetch may have no request left to raise to: log it.
     if not task.cancelled() and task.exception() is not None:
         logger.error("Refreshing the agent list failed", exc_info=task.exception())
+
+
+async def failing_since(organization) -> tuple[float, str] | None:
+    """When the organization's agents API started failing (epoch seconds) and its latest error; None if it is not.
+
+    Asks the upstream when the cached answer is due (get_agents), so a
+    failure is noticed even while nobody has a page open.
+    """
+    listing = await get_agents(organization)
+    if not listing.error:
+        return None
+    failure = await cache.aget(_keys(str(organization.pk), False)["failure"])
+    if failure is None:
+        return None  # slow to answer a page, not failing
+    return failure.get("since", failure["at"]), failure["error"]
 
 
 async def get_agents(organization, include_deployment: bool = False, refresh: bool = False) -> AgentList:

@@ -153,3 +153,36 @@ class ApiKey(Secret):
 
     class Meta:
         verbose_name = "private API key"
+
+
+class Price(models.Model):
+    """What one model costs the organization: the session pages, agents and Overview add usage up with it.
+
+    `model` is the name bots report in their metrics (e.g. gpt-4o, sonic-2,
+    nova-3). A session's usage of a model with no price here counts nothing,
+    and its cost is shown as unknown when none of its models has a price.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="prices")
+    model = models.CharField(max_length=200, help_text="As bots name it in their metrics, e.g. gpt-4o or sonic-2.")
+    usd_per_million_input_tokens = models.FloatField(default=0, help_text="LLM prompt tokens.")
+    usd_per_million_output_tokens = models.FloatField(default=0, help_text="LLM completion tokens.")
+    usd_per_thousand_characters = models.FloatField(default=0, help_text="TTS characters.")
+    usd_per_audio_minute = models.FloatField(default=0, help_text="STT audio.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        constraints = [models.UniqueConstraint(fields=["organization", "model"], name="price_model_unique_in_org")]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.organization})"
+
+    def cost(self, usage: dict) -> float:
+        """US dollars for one model's usage ({prompt_tokens, completion_tokens, characters, stt_audio_seconds})."""
+        return (
+            usage.get("prompt_tokens", 0) * self.usd_per_million_input_tokens / 1e6
+            + usage.get("completion_tokens", 0) * self.usd_per_million_output_tokens / 1e6
+            + usage.get("characters", 0) * self.usd_per_thousand_characters / 1e3
+            + usage.get("stt_audio_seconds", 0) * self.usd_per_audio_minute / 60
+        )

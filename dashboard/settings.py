@@ -274,3 +274,26 @@ BROWSER_MAX_LAG = envint("BROWSER_MAX_LAG", "5000")
 BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 # BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.
 BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")
+
+# --- Alerts (rtvi_monitor/alerts.py) -------------------------------------------
+# ALERT_EVALUATE_INTERVAL: seconds between evaluations of every alert rule, by
+# whichever server process holds the "alerts" lease in the database (one at a
+# time, so each alert fires and is delivered once however many processes run).
+ALERT_EVALUATE_INTERVAL = envfloat("ALERT_EVALUATE_INTERVAL", "5")
+# ALERT_DELIVERY_ATTEMPTS: tries of one webhook or e-mail before it is marked
+# failed; the wait doubles from ALERT_RETRY_BASE seconds (capped at an hour).
+ALERT_DELIVERY_ATTEMPTS = envint("ALERT_DELIVERY_ATTEMPTS", "6")
+ALERT_RETRY_BASE = envfloat("ALERT_RETRY_BASE", "30")
+ALERT_WEBHOOK_TIMEOUT = envfloat("ALERT_WEBHOOK_TIMEOUT", "5")
+# DASHBOARD_URL: this dashboard's public address, for links in alerts
+# (e.g. https://rtvi.example.com); blank sends paths only.
+DASHBOARD_URL = os.getenv("DASHBOARD_URL", "").rstrip("/")
+# E-mail: Django's backend. EMAIL_URL-style settings are Django's own names.
+EMAIL_BACKEND = os.getenv("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.getenv("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "false")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
+DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "rtvi-dashboard@localhost")

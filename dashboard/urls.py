@@ -5,9 +5,14 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import api, errors, views
+from rtvi_monitor import alert_views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("overview/panel/", views.overview_panel, name="overview_panel"),
+    path("alerts/", alert_views.alert_list, name="alert_list"),
+    path("api/alerts/", alert_views.alert_list_json, name="api_alert_list"),
+    path("api/alerts/rules/", alert_views.alert_rules, name="api_alert_rules"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agents/", views.agent_list, name="agent_list"),

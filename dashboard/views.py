@@ -14,7 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
 from dashboard.auth import aorganization_of, staff_required
-from rtvi_monitor.sessions import agent_stats, latency_by_agent, overview
+from rtvi_monitor.models import Alert
+from rtvi_monitor.sessions import agent_stats, overview
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,48 @@ async def _organization_or_none(request):
     return await aorganization_of(await request.auser())
 
 
+async def _overview_context(request) -> dict | None:
+    organization = await _organization_or_none(request)
+    if organization is None:
+        return None
+    summary = await sync_to_async(overview)(organization, timezone.now())
+    listing = await agents_service.get_agents(organization)
+    for agent in summary["agents"]:
+        agent["name"] = agent["name"] or listing.name_of(agent["agent_id"])
+    names = {agent["agent_id"]: agent["name"] for agent in summary["agents"]}
+    for group in summary["error_groups"]:
+        if group.agent_id:
+            group.agent_name = names.get(group.agent_id) or listing.name_of(group.agent_id)
+    firing = await sync_to_async(list)(
+        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING).select_related("rule")
+    )
+    return {
+        "organization": organization,
+        "summary": summary,
+        "listing": listing,
+        "firing": firing,
+        "generated_at": timezone.now(),
+    }
+
+
 @require_GET
 @staff_required
 async def home(request):
-    """Is everything fine? Live sessions, recent errors, latency per agent, the agents API."""
-    organization = await _organization_or_none(request)
-    if organization is None:
+    """Is anything wrong right now? Alerts, error groups, sessions that ended badly, every agent, the agents API."""
+    context = await _overview_context(request)
+    if context is None:
         return redirect("session_list")
-    summary = await sync_to_async(overview)(organization, timezone.now())
-    listing = await agents_service.get_agents(organization)
-    latency = latency_by_agent(summary["agent_stats"], listing.name_of)
-    return await arender(
-        request,
-        "dashboard/home.html",
-        {"organization": organization, "summary": summary, "latency": latency, "listing": listing},
-    )
+    return await arender(request, "dashboard/home.html", context)
+
+
+@require_GET
+@staff_required
+async def overview_panel(request):
+    """The Overview's content alone: what its page fetches when the session socket says something changed."""
+    context = await _overview_context(request)
+    if context is None:
+        raise Http404("Your account belongs to no organization.")
+    return await arender(request, "dashboard/_overview.html", context)
 
 
 @require_GET

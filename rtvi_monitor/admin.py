@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from dashboard.admin import SecretAdmin
-from rtvi_monitor.models import Event, IngestToken, Session
+from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, Session
 
 admin.site.register(IngestToken, SecretAdmin)
 
@@ -37,3 +37,32 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+class AlertDeliveryInline(admin.TabularInline):
+    model = AlertDelivery
+    extra = 0
+    can_delete = False
+    readonly_fields = ("event", "channel", "target", "status", "attempts", "next_attempt_at", "sent_at", "last_error")
+    fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AlertRule)
+class AlertRuleAdmin(admin.ModelAdmin):
+    list_display = ("name", "organization", "condition", "agent", "threshold", "window_minutes", "enabled")
+    list_filter = ("organization", "condition", "enabled")
+    search_fields = ("name",)
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("summary", "rule", "organization", "status", "fired_at", "resolved_at")
+    list_filter = ("organization", "status")
+    readonly_fields = [f.name for f in Alert._meta.fields]
+    inlines = [AlertDeliveryInline]
+
+    def has_add_permission(self, request):
+        return False  # alerts come from rules

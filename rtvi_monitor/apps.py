@@ -8,8 +8,9 @@ class RtviMonitorConfig(AppConfig):
     verbose_name = "RTVI live sessions"
 
     def ready(self):
-        # Under daphne, the session sweep starts with the server, so sessions
-        # left by a process that died end even if no bot ever connects again.
+        # Under daphne, the session sweep and the alerts start with the server:
+        # sessions left by a process that died end even if no bot ever connects
+        # again, and alerts fire with no page open.
         if "daphne.server" in sys.modules and "twisted.internet.reactor" in sys.modules:
             from twisted.internet import reactor
 
@@ -17,6 +18,7 @@ class RtviMonitorConfig(AppConfig):
 
 
 def _start_sweep():
-    from rtvi_monitor import lifecycle
+    from rtvi_monitor import alerts, lifecycle
 
     lifecycle.start()
+    alerts.start()

@@ -13,6 +13,8 @@ DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-db")
 # The heartbeat and sweep have their own: a writer busy with a big batch must
 # never delay a beat long enough for other processes to count this one dead.
 LIFECYCLE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-lifecycle")
+# Alert evaluation reads over many sessions: never on the writer's thread.
+ALERTS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-alerts")
 
 
 async def in_db_thread(fn, *args, executor: ThreadPoolExecutor = DB_THREAD):

@@ -29,7 +29,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from rtvi_monitor import events, relay, writer
+from rtvi_monitor import cost, events, relay, writer
 from rtvi_monitor.dbthread import LIFECYCLE_THREAD, in_db_thread
 from rtvi_monitor.models import ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
@@ -202,6 +202,7 @@ async def end_session(
     end = datetime.fromtimestamp(at, tz=UTC)
 
     def store():
+        fields["cost_usd"] = cost.session_cost(live.organization_id, final.usage)
         queryset = Session.objects.filter(pk=live.pk, status=Session.Status.LIVE)
         if only_if_away:
             queryset = queryset.filter(bot_left_at__isnull=False)

@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from dashboard.models import Agent, Organization, Secret
+from rtvi_monitor.state import ERROR_TYPES
 
 if TYPE_CHECKING:
     from rtvi_monitor.state import SessionState
@@ -108,6 +109,7 @@ class Session(models.Model):
     latency_p95_ms = models.FloatField(null=True, blank=True)
     latency_max_ms = models.FloatField(null=True, blank=True)
     fatal = models.BooleanField(default=False)
+    cost_usd = models.FloatField(null=True, blank=True, help_text="From its usage and the organization's prices.")
     transcript_text = models.TextField(blank=True, help_text="Final transcript, for search.")
     state = models.JSONField(null=True, blank=True, help_text="Derived state, frozen when the session ends.")
 
@@ -156,6 +158,14 @@ class Event(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique_in_session")]
+        # The Overview's error groups read the errors of the last hour. A
+        # partial index holds just those rows: inserts of everything else
+        # (nearly every row) do not pay for it.
+        indexes = [
+            models.Index(
+                fields=["received_at"], condition=models.Q(type__in=ERROR_TYPES, valid=True), name="event_error_idx"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.type}"
@@ -248,4 +258,111 @@ def session_row(session: Session) -> dict:
         "interruption_count": session.interruption_count,
         "latency": {"p50": session.latency_p50_ms, "p95": session.latency_p95_ms, "max": session.latency_max_ms},
         "fatal": session.fatal,
+        "cost_usd": session.cost_usd,
     }
+
+
+class AlertRule(models.Model):
+    """When to tell somebody: a condition over the organization's sessions (or its agents API), and where to send it.
+
+    What `threshold` and `window_minutes` mean depends on the condition
+    (rtvi_monitor/alerts.py evaluates them; the README has the table).
+    """
+
+    class Condition(models.TextChoices):
+        FATAL_ERROR = "fatal_error", "a session had a fatal error"
+        ERROR_RATE = "error_rate", "share of sessions with errors above threshold %"
+        TURN_LATENCY_P95 = "turn_latency_p95_ms", "an agent's turn latency p95 above threshold ms"
+        NO_SESSIONS = "no_sessions_minutes", "an agent that usually has sessions has had none"
+        AGENTS_API_DOWN = "agents_api_down", "the agents API has been failing"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="alert_rules")
+    name = models.CharField(max_length=200)
+    condition = models.CharField(max_length=32, choices=Condition.choices)
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, help_text="Only this agent; blank: every agent."
+    )
+    threshold = models.FloatField(null=True, blank=True, help_text="Blank: the condition's default.")
+    window_minutes = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the condition's default.")
+    webhook_url = models.URLField(blank=True, help_text="JSON POST (Slack-compatible: it has a `text` field).")
+    email = models.EmailField(blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Alert(models.Model):
+    """A rule that fired: one row while it stays firing (for its agent), resolved when the condition clears."""
+
+    class Status(models.TextChoices):
+        FIRING = "firing"
+        RESOLVED = "resolved"
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="alerts")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # What one alert of the rule is about: an agent's id, or "" for the organization.
+    key = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.FIRING)
+    fired_at = models.DateTimeField(default=timezone.now, db_index=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    summary = models.CharField(max_length=500)
+    figures = models.JSONField(default=dict, blank=True)
+    session_ids = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-fired_at"]
+        constraints = [
+            # Deduplication the database enforces, whichever process evaluates.
+            models.UniqueConstraint(
+                fields=["rule", "key"], condition=models.Q(status="firing"), name="one_firing_alert_per_rule_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+class AlertDelivery(models.Model):
+    """One message about an alert (it fired, or it resolved) to one place, retried with back-off."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"  # gave up after ALERT_DELIVERY_ATTEMPTS
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=8)  # "fired" or "resolved"
+    channel = models.CharField(max_length=8)  # "webhook" or "email"
+    target = models.CharField(max_length=300)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    # Whoever is sending it holds it until then: two processes never send it both.
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "alert deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.channel} {self.target}: {self.status}"
+
+
+class Lease(models.Model):
+    """A named lock in the shared database: one server process at a time does the work it names."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=40)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at:%H:%M:%S}"

@@ -45,6 +45,7 @@ class LiveSession:
     connections: int = 0
     last_summary_at: float = 0.0
     summary: dict = field(default_factory=dict)  # the fields of the next summary update
+    usage: dict = field(default_factory=dict)  # the state's usage per model then, for its cost
     ended: bool = False
     # seq -> repliers waiting for it to be stored (a resend of a pending seq)
     waiting: dict[int, list[Replier]] = field(default_factory=dict)

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from rtvi_monitor import events
+from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import Session
 from rtvi_monitor.state import percentile
 
@@ -119,27 +120,91 @@ def agent_stats(organization, since) -> dict[str, dict]:
 
 
 def overview(organization, now) -> dict:
-    """What the home page answers "is everything fine?" with."""
-    recent_errors = (
-        Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
-        .filter(Q(error_count__gt=0) | Q(fatal=True))
-        .select_related("agent")
-        .order_by("-started_at")[:20]
-    )
+    """What the home page answers "is everything fine?" with: live sessions, what is wrong, and each agent."""
     live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
+    last_hour = Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
+    ended_badly = (
+        Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24))
+        .filter(Q(fatal=True) | Q(end_reason="server restarted"))
+        .select_related("agent")
+        .order_by("-ended_at")[:20]
+    )
     return {
         # A bot that left is not a call; it is counted apart until its grace runs out.
         "live_count": live.filter(bot_left_at__isnull=True).count(),
         "away_count": live.filter(bot_left_at__isnull=False).count(),
-        "sessions_last_hour": Session.objects.filter(
-            organization=organization, started_at__gte=now - timedelta(hours=1)
-        ).count(),
-        "error_sessions": list(recent_errors),
-        "agent_stats": agent_stats(organization, now - timedelta(days=1)),
+        "sessions_last_hour": last_hour.count(),
+        "error_sessions_last_hour": last_hour.filter(Q(error_count__gt=0) | Q(fatal=True)).count(),
+        "error_groups": error_groups(organization, now),
+        "ended_badly": list(ended_badly),
+        "agents": agent_overview(organization, now),
     }
 
 
-def latency_by_agent(stats: dict[str, dict], name_of) -> list[dict]:
-    """agent_stats() as rows for a page: each named by `name_of(agent_id)`, sorted by name."""
-    rows = [{"agent_id": agent_id, "name": name_of(agent_id), **entry} for agent_id, entry in stats.items()]
-    return sorted(rows, key=lambda row: row["name"])
+HOURS = 24
+
+
+def agent_overview(organization, now) -> list[dict]:
+    """Per agent, over the last 24 hours by the hour: sessions, turn latency p50/p95, errors, cost.
+
+    Worst first: most sessions ending in a fatal error, then the highest share
+    of sessions with errors, then the slowest p95. Latency is summarised from
+    the sessions' own figures, as in agent_stats().
+    """
+    since = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
+    rows = Session.objects.filter(organization=organization, agent__isnull=False).filter(
+        Q(status=Session.Status.LIVE) | Q(started_at__gte=since)
+    )
+    agents: dict[str, dict] = {}
+    for agent_id, name, status, away, started_at, p50, p95, errors, fatal, cost in rows.values_list(
+        "agent_id",
+        "agent__name",
+        "status",
+        "bot_left_at",
+        "started_at",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "error_count",
+        "fatal",
+        "cost_usd",
+    ):
+        entry = agents.get(str(agent_id))
+        if entry is None:
+            entry = agents[str(agent_id)] = {
+                "agent_id": str(agent_id),
+                "name": name,
+                "live": 0,
+                "sessions": 0,
+                "with_errors": 0,
+                "fatal": 0,
+                "cost_usd": None,
+                "hours": [{"sessions": 0, "p50s": [], "p95s": []} for _ in range(HOURS)],
+            }
+        entry["live"] += status == Session.Status.LIVE and away is None
+        if started_at < since:
+            continue
+        hour = entry["hours"][min(HOURS - 1, int((started_at - since).total_seconds() // 3600))]
+        hour["sessions"] += 1
+        entry["sessions"] += 1
+        entry["with_errors"] += bool(errors or fatal)
+        entry["fatal"] += fatal
+        if cost is not None:
+            entry["cost_usd"] = (entry["cost_usd"] or 0.0) + cost
+        if p50 is not None:
+            hour["p50s"].append(p50)
+            hour["p95s"].append(p95 if p95 is not None else p50)
+    for entry in agents.values():
+        p50s, p95s = [], []
+        for index, hour in enumerate(entry["hours"]):
+            p50s += hour["p50s"]
+            p95s += hour["p95s"]
+            hour["start"] = since + timedelta(hours=index)
+            hour["p50"] = percentile(sorted(hour.pop("p50s")), 50)
+            hour["p95"] = percentile(sorted(hour.pop("p95s")), 95)
+        entry["p50"] = percentile(sorted(p50s), 50)
+        entry["p95"] = percentile(sorted(p95s), 95)
+        entry["error_rate"] = entry["with_errors"] / entry["sessions"] if entry["sessions"] else None
+        entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
+    return sorted(
+        agents.values(), key=lambda e: (-e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or "")
+    )

@@ -72,6 +72,21 @@ class Event:
     error: str = ""
 
 
+ERROR_TYPES = ("error", "error-response")  # the messages that are a session's errors
+
+
+def error_of(msg_type: str, data: dict) -> tuple[Any, bool]:
+    """An error message's text and whether it is fatal: the one reading of error and error-response.
+
+    `error` carries its text in `message` (the spec, client-js) or `error`
+    (Pipecat); `error-response` answers a client request and is never fatal.
+    """
+    if msg_type == "error-response":
+        return data.get("error"), False
+    text = data.get("message") if isinstance(data.get("message"), str) else data.get("error")
+    return text, data.get("fatal") is True
+
+
 def percentile(ordered: list[float], p: float) -> float | None:
     """The p-th percentile of sorted values, nearest rank (None for none)."""
     if not ordered:
@@ -296,6 +311,9 @@ class SessionState:
             "total_tokens": 0,
             "stt_audio_seconds": 0.0,
         }
+        # What each model was used for (tokens, TTS characters, STT seconds): what the session cost.
+        self.usage: dict[str, dict[str, float]] = {}
+        self._llm_model = ""  # the LLM's model from its metrics: real bots' tokens entries name none
         self.counts = {"total": 0, "invalid": 0, "unknown": 0, "unparseable": 0, "by_type": {}}
         self.last_at: float | None = None
 
@@ -387,6 +405,10 @@ class SessionState:
             "latency_ms": None,
             "llm_ttfb_ms": None,
             "tts_ttfb_ms": None,
+            # When the reply's parts began, where the messages say (epoch seconds): the waterfall.
+            "llm_started_at": None,
+            "llm_first_token_at": None,
+            "tts_started_at": None,
             "interrupted": False,
         }
 
@@ -652,6 +674,8 @@ class SessionState:
 
     def _bot_llm_text(self, event, message, data, at):
         text = _clip(data["text"])
+        if text:
+            self._milestone("llm_first_token_at", at)
         self.llm["current_tokens"] = _clip(self.llm["current_tokens"] + text)
         if text:
             item = self._bot_line("bot-llm-text", event, at)
@@ -672,8 +696,15 @@ class SessionState:
         self.lanes[lane].stop(at)
         service["busy"] = False
 
+    def _milestone(self, key: str, at: float) -> None:
+        """The first time a part of the reply began, while the user waits for it."""
+        turn = self._pending_turn
+        if turn is not None and turn[key] is None:
+            turn[key] = at
+
     def _llm_started(self, event, message, data, at):
         self._work_started("llm_busy", self.llm, "current_tokens", at)
+        self._milestone("llm_started_at", at)
 
     def _llm_stopped(self, event, message, data, at):
         self._work_stopped("llm_busy", self.llm, at)
@@ -683,6 +714,7 @@ class SessionState:
 
     def _tts_started(self, event, message, data, at):
         self._work_started("tts_busy", self.tts, "current_text", at)
+        self._milestone("tts_started_at", at)
 
     def _tts_stopped(self, event, message, data, at):
         self._work_stopped("tts_busy", self.tts, at)
@@ -782,11 +814,12 @@ class SessionState:
         msg_id = message.get("id")
         failed = message["type"] == "error-response"
         if failed:
+            text, _ = error_of("error-response", data)
             self.errors.append(
                 {
                     "seq": event.seq,
                     "at": at,
-                    "message": _clip(data["error"]),
+                    "message": _clip(text),
                     "fatal": False,
                     "type": "error-response",
                     "id": msg_id,
@@ -804,8 +837,7 @@ class SessionState:
         self.server_messages.append({"seq": event.seq, "at": at, "data": bounded(message.get("data"), event.seq)})
 
     def _error(self, event, message, data, at):
-        text = data.get("message") if isinstance(data.get("message"), str) else data.get("error")
-        fatal = data.get("fatal") is True
+        text, fatal = error_of("error", data)
         self.errors.append(
             {
                 "seq": event.seq,
@@ -829,14 +861,19 @@ class SessionState:
             for entry in entries:
                 if not isinstance(entry, dict):
                     continue
+                model = entry.get("model") if isinstance(entry.get("model"), str) else ""
+                processor = entry.get("processor")
+                if model and isinstance(processor, str) and "llm" in processor.lower():
+                    self._llm_model = _clip(model, 200)
                 if kind == "tokens":
-                    self._tokens(entry, at)
+                    self._tokens(entry, at, model or self._llm_model)
                     continue
                 value = entry.get("value")
                 if kind == "stt_usage" and isinstance(value, dict):
                     value = _number(value.get("audio_seconds"))
                     if value is not None:
                         self.totals["stt_audio_seconds"] += value
+                        self._use(model, "stt_audio_seconds", value)
                         self._point(kind, entry, at, value)
                     continue
                 if value is None:
@@ -848,18 +885,31 @@ class SessionState:
                     value = round(value * 1000, 3)
                 elif kind == "characters":
                     self.totals["characters"] += value
+                    self._use(model, "characters", value)
                 self._point(kind, entry, at, value)
                 if kind == "ttfb" and self._metrics_turn is not None:
                     self._turn_ttfb(entry.get("processor"), value)
 
-    def _tokens(self, entry: dict, at: float) -> None:
+    def _tokens(self, entry: dict, at: float, model: str) -> None:
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
             value = _number(entry.get(key))
             if value is not None:
                 self.totals[key] += value
+                if key != "total_tokens":
+                    self._use(model, key, value)
         total = _number(entry.get("total_tokens"))
         if total is not None:
             self._point("tokens", entry, at, total)
+
+    def _use(self, model: str, key: str, amount: float) -> None:
+        """Count usage under its model ("" when the messages name none)."""
+        model = _clip(model, 200)
+        usage = self.usage.get(model)
+        if usage is None:
+            if len(self.usage) >= MAX_SERIES:
+                return
+            usage = self.usage[model] = {}
+        usage[key] = usage.get(key, 0) + amount
 
     def _point(self, kind: str, entry: dict, at: float, value: float) -> None:
         series = _clip(f"{entry.get('processor') or ''}|{entry.get('model') or ''}", 200)
@@ -953,6 +1003,7 @@ class SessionState:
             "ended": self.ended,
             "end_reason": self.end_reason,
             "totals": {**self.totals, "stt_audio_seconds": round(self.totals["stt_audio_seconds"], 3)},
+            "usage": {model: {k: round(v, 3) for k, v in use.items()} for model, use in self.usage.items()},
             "counts": {**self.counts, "by_type": dict(self.counts["by_type"])},
             "last_at": self.last_at,
         }
@@ -960,7 +1011,7 @@ class SessionState:
     def _tails(self):
         """(path, tail, dump) for every list that changes at its end."""
         yield ("transcript",), self.transcript, _public
-        yield ("turns",), self.turns, dict
+        yield ("turns",), self.turns, _turn
         yield ("interruptions",), self.interruptions, _same
         yield ("server_messages",), self.server_messages, _same
         yield ("errors",), self.errors, _same
@@ -1022,6 +1073,33 @@ class SessionState:
         """to_dict() and bases(), and the patch stream restarts from here."""
         self.take_changes()  # marks up to now are in the copy: nothing is sent twice
         return {"state": self.to_dict(), "bases": self.bases()}
+
+
+def _turn(turn: dict) -> dict:
+    """A turn with its waterfall: the parts of the wait, in ms after the user stopped speaking.
+
+    Each part is {"part", "from_ms", "to_ms"}; a part the messages only
+    half tell (no first token, no TTS time-to-first-byte) has to_ms None.
+    The page draws these bars as they are.
+    """
+    start = turn["user_stopped_at"]
+
+    def offset(at: float | None) -> float | None:
+        return None if at is None else round(max(0.0, at - start) * 1000, 1)
+
+    parts = []
+    llm_at, tts_at = turn.get("llm_started_at"), turn.get("tts_started_at")
+    if llm_at is not None:
+        first = turn.get("llm_first_token_at")
+        if first is None and turn["llm_ttfb_ms"] is not None:
+            first = llm_at + turn["llm_ttfb_ms"] / 1000
+        parts.append({"part": "llm_first_token", "from_ms": offset(llm_at), "to_ms": offset(first)})
+    if tts_at is not None:
+        audio = tts_at + turn["tts_ttfb_ms"] / 1000 if turn["tts_ttfb_ms"] is not None else None
+        parts.append({"part": "tts_first_audio", "from_ms": offset(tts_at), "to_ms": offset(audio)})
+    if turn["latency_ms"] is not None:
+        parts.append({"part": "bot_speaking", "from_ms": 0.0, "to_ms": round(turn["latency_ms"], 1)})
+    return {**turn, "waterfall": parts}
 
 
 def _public(item: dict) -> dict:

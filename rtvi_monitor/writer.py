@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from rtvi_monitor import lifecycle, metrics
+from rtvi_monitor import cost, lifecycle, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
 from rtvi_monitor.models import Event, Session, summary_fields
@@ -137,6 +137,7 @@ class Writer:
                 break
             del self.due[pk]
             live.summary = summary_fields(live.state)
+            live.usage = {model: dict(use) for model, use in live.state.usage.items()}
             live.last_summary_at = now
             updates[pk] = live
         return updates
@@ -149,7 +150,10 @@ class Writer:
         were updated. A database that is down or locked raises, and the batch
         is kept for the next flush.
         """
-        fields = {pk: live.summary for pk, live in updates.items()}
+        fields = {
+            pk: {**live.summary, "cost_usd": cost.session_cost(live.organization_id, live.usage)}
+            for pk, live in updates.items()
+        }
         try:
             with transaction.atomic():
                 if batch:

@@ -24,9 +24,9 @@ def test_home_says_whether_everything_is_fine(staff_client, org, agents):
     html = response.content.decode()
     assert response.status_code == 200
     assert 'data-testid="live-count">2<' in html  # two live sessions
-    assert 'data-testid="error-count">1<' in html and "bad-call" in html and "old-call" not in html
-    (row,) = response.context["latency"]
-    assert (row["live"], row["sessions"], row["p50"], row["p95"]) == (2, 2, 700, 2000)
+    assert "(1 of 2 sessions)" in html and "old-call" not in html
+    (row,) = response.context["summary"]["agents"]
+    assert (row["live"], row["sessions"], row["p50"], row["p95"], row["fatal"]) == (2, 2, 700, 2000, 1)
     # No agents API configured for this organization: said, not a 500.
     assert "No agents API key is configured" in html
 

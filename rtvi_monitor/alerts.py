@@ -1,0 +1,436 @@
+"""Alerts: rules evaluated continuously, each alert fired once, resolved when it clears, and delivered.
+
+Every server process runs `run()` on its event loop, off the ingest path
+(its own database thread; the writer is never touched). Each round, the
+process that holds the "alerts" lease (a row in the shared database, taken
+over only once its holder stops renewing it) evaluates every enabled rule and
+sends the deliveries that are due; the others only try to take the lease.
+A firing alert is unique per (rule, key) in the database too, so even a
+lease handed over mid-round cannot fire one twice; each delivery is claimed
+by a conditional update before it is sent.
+
+Conditions (threshold and window_minutes default as in DEFAULTS):
+
+- fatal_error: a session had a fatal error within the window. One alert per
+  rule; later fatal sessions join it; it resolves when a window passes with none.
+- error_rate: the share of sessions started within the window that had an
+  error is above `threshold` percent (at least MIN_SESSIONS sessions).
+- turn_latency_p95_ms: an agent's turn latency p95 over the sessions active
+  within the window is above `threshold` ms. One alert per agent.
+- no_sessions_minutes: an agent that usually has sessions (at least
+  `threshold` in the 24 hours before the window) has had none start within
+  the window, and has none live. One alert per agent.
+- agents_api_down: the agents API has been failing for `window_minutes`.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard import agents as agents_service
+from dashboard.models import Organization
+from rtvi_monitor import lifecycle
+from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread
+from rtvi_monitor.error_groups import error_groups
+from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Lease, Session
+from rtvi_monitor.state import percentile
+
+logger = logging.getLogger(__name__)
+
+C = AlertRule.Condition
+DEFAULTS = {  # condition -> (threshold, window_minutes)
+    C.FATAL_ERROR: (None, 15),
+    C.ERROR_RATE: (20.0, 15),
+    C.TURN_LATENCY_P95: (1500.0, 15),
+    C.NO_SESSIONS: (3.0, 30),
+    C.AGENTS_API_DOWN: (None, 5),
+}
+MIN_SESSIONS = 5  # error_rate needs this many sessions in its window: 1 of 1 is not a rate
+SESSIONS_NAMED = 20  # session ids an alert names
+LEASE = "alerts"
+CLAIM = timedelta(seconds=60)  # a delivery being sent is held this long
+
+
+@dataclass
+class Finding:
+    """A rule's condition holding for one key (an agent, or the organization): what to say about it."""
+
+    key: str
+    summary: str
+    figures: dict
+    session_ids: list[str] = field(default_factory=list)
+    agent_id: str | None = None
+
+
+def settings_of(rule: AlertRule) -> tuple[float | None, int]:
+    threshold, window = DEFAULTS[rule.condition]
+    return (rule.threshold if rule.threshold is not None else threshold), (rule.window_minutes or window)
+
+
+# --- evaluation (database thread) ---------------------------------------------------
+
+
+def _sessions(rule: AlertRule):
+    queryset = Session.objects.filter(organization_id=rule.organization_id)
+    return queryset.filter(agent_id=rule.agent_id) if rule.agent_id else queryset
+
+
+def _agent_name(agent_id, names: dict) -> str:
+    return names.get(str(agent_id)) or str(agent_id)
+
+
+def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    since = now - timedelta(minutes=window)
+    fatal = list(
+        _sessions(rule)
+        .filter(fatal=True)
+        .filter(Q(ended_at__gte=since) | Q(last_event_at__gte=since))
+        .order_by("-last_event_at")
+        .values_list("session_id", "agent__name")[:SESSIONS_NAMED]
+    )
+    if not fatal:
+        return []
+    groups = [g for g in error_groups(rule.organization, now, timedelta(minutes=window)) if g.fatal]
+    texts = [g.example for g in groups if not rule.agent_id or g.agent_id == str(rule.agent_id)]
+    agents = sorted({name or "no agent" for _, name in fatal})
+    what = f": {texts[0]}" if texts else ""
+    summary = f"Fatal error in {len(fatal)} session{'s' if len(fatal) > 1 else ''} ({', '.join(agents)}){what}"
+    figures = {"sessions": len(fatal), "errors": texts[:5], "window_minutes": window}
+    return [Finding("", summary, figures, [sid for sid, _ in fatal], str(rule.agent_id) if rule.agent_id else None)]
+
+
+def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    sessions = _sessions(rule).filter(started_at__gte=now - timedelta(minutes=window))
+    total = sessions.count()
+    if total < MIN_SESSIONS:
+        return []
+    bad = sessions.filter(Q(error_count__gt=0) | Q(fatal=True))
+    with_errors = bad.count()
+    percent = round(100 * with_errors / total, 1)
+    if percent <= threshold:
+        return []
+    ids = list(bad.order_by("-started_at").values_list("session_id", flat=True)[:SESSIONS_NAMED])
+    who = f" of {rule.agent.name}" if rule.agent_id else ""
+    summary = f"{percent:g}% of sessions{who} had errors in the last {window} min ({with_errors} of {total})"
+    figures = {"percent": percent, "with_errors": with_errors, "sessions": total, "threshold_percent": threshold}
+    return [Finding("", summary, figures, ids, str(rule.agent_id) if rule.agent_id else None)]
+
+
+def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    since = now - timedelta(minutes=window)
+    rows = (
+        _sessions(rule)
+        .filter(agent__isnull=False, latency_p95_ms__isnull=False)
+        .filter(Q(started_at__gte=since) | Q(last_event_at__gte=since))
+        .values_list("agent_id", "agent__name", "session_id", "latency_p95_ms")
+    )
+    by_agent: dict[str, list] = {}
+    for agent_id, name, session_id, p95 in rows:
+        by_agent.setdefault(str(agent_id), []).append((p95, session_id, name))
+    findings = []
+    for agent_id, sessions in by_agent.items():
+        sessions.sort(reverse=True)
+        p95 = percentile(sorted(s[0] for s in sessions), 95)
+        if p95 is None or p95 <= threshold:
+            continue
+        name = sessions[0][2]
+        summary = f"{name}: turn latency p95 {p95:.0f} ms over the last {window} min (threshold {threshold:.0f} ms)"
+        figures = {"p95_ms": round(p95, 1), "threshold_ms": threshold, "sessions": len(sessions)}
+        slowest = [s[1] for s in sessions[:SESSIONS_NAMED]]
+        findings.append(Finding(agent_id, summary, figures, slowest, agent_id))
+    return findings
+
+
+def _no_sessions(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    since = now - timedelta(minutes=window)
+    baseline = (
+        _sessions(rule)
+        .filter(agent__isnull=False, started_at__gte=since - timedelta(hours=24), started_at__lt=since)
+        .values_list("agent_id", "agent__name")
+    )
+    usual: dict[str, list] = {}
+    for agent_id, name in baseline:
+        usual.setdefault(str(agent_id), [name, 0])[1] += 1
+    recent = {
+        str(a)
+        for a in _sessions(rule)
+        .filter(Q(started_at__gte=since) | Q(status=Session.Status.LIVE))
+        .values_list("agent_id", flat=True)
+    }
+    findings = []
+    for agent_id, (name, count) in usual.items():
+        if count >= threshold and agent_id not in recent:
+            summary = f"{name}: no session in the last {window} min (it had {count} in the 24 h before)"
+            findings.append(
+                Finding(agent_id, summary, {"sessions_before": count, "window_minutes": window}, [], agent_id)
+            )
+    return findings
+
+
+def _agents_api_down(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    failing = context.get("agents_api", {}).get(rule.organization_id)
+    if failing is None:
+        return []
+    since, error = failing
+    minutes = (now.timestamp() - since) / 60
+    if minutes < window:
+        return []
+    summary = f"The agents API has been failing for {minutes:.0f} min: {error}"
+    return [Finding("", summary, {"failing_minutes": round(minutes, 1), "error": error})]
+
+
+EVALUATE = {
+    C.FATAL_ERROR: _fatal_error,
+    C.ERROR_RATE: _error_rate,
+    C.TURN_LATENCY_P95: _turn_latency,
+    C.NO_SESSIONS: _no_sessions,
+    C.AGENTS_API_DOWN: _agents_api_down,
+}
+
+
+def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, int]:
+    """Fire what newly holds, update what still does, resolve what cleared. Returns (fired, resolved)."""
+    threshold, window = settings_of(rule)
+    findings = {f.key: f for f in EVALUATE[rule.condition](rule, now, threshold, window, context)}
+    firing = {a.key: a for a in Alert.objects.filter(rule=rule, status=Alert.Status.FIRING)}
+    fired = resolved = 0
+    for key, finding in findings.items():
+        alert = firing.get(key)
+        if alert is not None:
+            names = list(dict.fromkeys([*finding.session_ids, *alert.session_ids]))[: SESSIONS_NAMED * 5]
+            Alert.objects.filter(pk=alert.pk).update(
+                summary=finding.summary[:500], figures=finding.figures, session_ids=names
+            )
+            continue
+        try:
+            with transaction.atomic():
+                alert = Alert.objects.create(
+                    rule=rule,
+                    organization_id=rule.organization_id,
+                    agent_id=finding.agent_id,
+                    key=key,
+                    fired_at=now,
+                    summary=finding.summary[:500],
+                    figures=finding.figures,
+                    session_ids=finding.session_ids,
+                )
+                _queue(rule, alert, "fired", now)
+        except IntegrityError:
+            continue  # another process fired it a moment ago: one alert, one delivery
+        fired += 1
+    for key, alert in firing.items():
+        if key in findings:
+            continue
+        with transaction.atomic():
+            if Alert.objects.filter(pk=alert.pk, status=Alert.Status.FIRING).update(
+                status=Alert.Status.RESOLVED, resolved_at=now
+            ):
+                _queue(rule, alert, "resolved", now)
+                resolved += 1
+    return fired, resolved
+
+
+def _queue(rule: AlertRule, alert: Alert, event: str, now: datetime) -> None:
+    for channel, target in (("webhook", rule.webhook_url), ("email", rule.email)):
+        if target:
+            AlertDelivery.objects.create(alert=alert, event=event, channel=channel, target=target, next_attempt_at=now)
+
+
+def evaluate_all(now: datetime, context: dict) -> tuple[int, int]:
+    """Every enabled rule of every organization; one failing rule never stops the others."""
+    fired = resolved = 0
+    for rule in AlertRule.objects.filter(enabled=True).select_related("organization", "agent"):
+        try:
+            f, r = evaluate_rule(rule, now, context)
+        except Exception:
+            logger.exception("Evaluating alert rule %s (%s) failed", rule.pk, rule.name)
+            continue
+        fired, resolved = fired + f, resolved + r
+    return fired, resolved
+
+
+# --- the lease --------------------------------------------------------------------
+
+
+def acquire(name: str, holder: str, ttl: timedelta) -> bool:
+    """Take or renew the named lease for `ttl`; False while another live holder has it."""
+    now = timezone.now()
+    taken = (
+        Lease.objects.filter(name=name)
+        .filter(Q(holder=holder) | Q(expires_at__lt=now))
+        .update(holder=holder, expires_at=now + ttl)
+    )
+    if taken:
+        return True
+    try:
+        with transaction.atomic():
+            Lease.objects.create(name=name, holder=holder, expires_at=now + ttl)
+        return True
+    except IntegrityError:
+        return False
+
+
+# --- deliveries ---------------------------------------------------------------------
+
+
+def absolute(path: str) -> str:
+    return f"{settings.DASHBOARD_URL}{path}"
+
+
+def payload(delivery: AlertDelivery) -> dict:
+    """What a webhook receives: the rule, the condition, the figures, the agent and the sessions; `text` for Slack."""
+    alert, rule = delivery.alert, delivery.alert.rule
+    threshold, window = settings_of(rule)
+    state = "RESOLVED" if delivery.event == "resolved" else "FIRING"
+    link = absolute(reverse("alert_list"))
+    return {
+        "text": f"[{state}] {rule.name}: {alert.summary} {link}".strip(),
+        "event": delivery.event,
+        "status": alert.status,
+        "organization": alert.organization.name,
+        "rule": {
+            "id": rule.pk,
+            "name": rule.name,
+            "condition": rule.condition,
+            "threshold": threshold,
+            "window_minutes": window,
+        },
+        "alert": {
+            "id": alert.pk,
+            "summary": alert.summary,
+            "fired_at": alert.fired_at.isoformat(),
+            "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
+            "url": link,
+        },
+        "figures": alert.figures,
+        "agent": {"id": str(alert.agent_id), "name": alert.agent.name} if alert.agent_id and alert.agent else None,
+        "session_ids": alert.session_ids,
+        "session_urls": [absolute(reverse("session_detail", args=[sid])) for sid in alert.session_ids[:SESSIONS_NAMED]],
+    }
+
+
+def claim_due(now: datetime, limit: int = 20) -> list[AlertDelivery]:
+    """Deliveries due now, each claimed by this process with a conditional update (so sent once).
+
+    Each comes with its `body` (the webhook payload) built here, on the
+    database thread, so that sending it needs no database.
+    """
+    due = AlertDelivery.objects.filter(status=AlertDelivery.Status.PENDING, next_attempt_at__lte=now).filter(
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    )
+    claimed = []
+    for pk in due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit]:
+        if (
+            AlertDelivery.objects.filter(pk=pk, status=AlertDelivery.Status.PENDING)
+            .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+            .update(claimed_until=now + CLAIM)
+        ):
+            delivery = AlertDelivery.objects.select_related("alert__rule", "alert__organization", "alert__agent").get(
+                pk=pk
+            )
+            delivery.body = payload(delivery)
+            claimed.append(delivery)
+    return claimed
+
+
+def record(delivery: AlertDelivery, error: str, now: datetime) -> None:
+    """The outcome of one attempt: sent, or retried after a doubling wait, or failed for good."""
+    attempts = delivery.attempts + 1
+    if not error:
+        fields = {"status": AlertDelivery.Status.SENT, "sent_at": now, "last_error": ""}
+    elif attempts >= settings.ALERT_DELIVERY_ATTEMPTS:
+        fields = {"status": AlertDelivery.Status.FAILED, "last_error": error[:2000]}
+    else:
+        wait = min(3600.0, settings.ALERT_RETRY_BASE * 2 ** (attempts - 1))
+        fields = {"next_attempt_at": now + timedelta(seconds=wait), "last_error": error[:2000]}
+    AlertDelivery.objects.filter(pk=delivery.pk).update(attempts=attempts, claimed_until=None, **fields)
+
+
+def send_email(target: str, body: dict) -> None:
+    lines = [body["text"], "", "Figures:"]
+    lines += [f"  {k}: {v}" for k, v in body["figures"].items()]
+    if body["session_urls"]:
+        lines += ["", "Sessions:", *(f"  {url}" for url in body["session_urls"])]
+    subject = f"[RTVI {body['event']}] {body['rule']['name']}: {body['alert']['summary']}"[:200]
+    send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [target])
+
+
+async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
+    """Send one claimed delivery; returns '' when it went, or what went wrong."""
+    try:
+        if delivery.channel == "email":
+            await asyncio.to_thread(send_email, delivery.target, delivery.body)
+            return ""
+        response = await client.post(delivery.target, json=delivery.body)
+        if response.is_success:
+            return ""
+        return f"HTTP {response.status_code} from {delivery.target}"
+    except Exception as exc:  # every way a delivery fails is recorded and retried
+        return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+# --- the loop -----------------------------------------------------------------------
+
+
+def _watched_organizations() -> list[Organization]:
+    """Organizations with an agents_api_down rule: their agents API is asked about every round."""
+    ids = AlertRule.objects.filter(enabled=True, condition=C.AGENTS_API_DOWN).values("organization_id")
+    return list(Organization.objects.filter(pk__in=ids))
+
+
+async def failing_context(organizations) -> dict:
+    """For agents_api_down rules: which organizations' agents API is failing, since when and how."""
+    failing = {}
+    for organization in organizations:
+        status = await agents_service.failing_since(organization)
+        if status is not None:
+            failing[organization.pk] = status
+    return {"agents_api": failing}
+
+
+async def step(client: httpx.AsyncClient) -> bool:
+    """One round: if this process holds the lease, evaluate every rule and send what is due. True if it did."""
+    interval = settings.ALERT_EVALUATE_INTERVAL
+    holder = lifecycle.SERVER_ID
+    if not await in_db_thread(acquire, LEASE, holder, timedelta(seconds=3 * interval), executor=ALERTS_THREAD):
+        return False
+    context = await failing_context(await in_db_thread(_watched_organizations, executor=ALERTS_THREAD))
+    fired, resolved = await in_db_thread(lambda: evaluate_all(timezone.now(), context), executor=ALERTS_THREAD)
+    if fired or resolved:
+        logger.info("Alerts: %d fired, %d resolved", fired, resolved)
+    for delivery in await in_db_thread(lambda: claim_due(timezone.now()), executor=ALERTS_THREAD):
+        error = await deliver(delivery, client)
+        if error:
+            logger.warning("Alert delivery %s (%s) failed: %s", delivery.pk, delivery.target, error)
+        await in_db_thread(record, delivery, error, timezone.now(), executor=ALERTS_THREAD)
+    return True
+
+
+async def run() -> None:
+    async with httpx.AsyncClient(timeout=settings.ALERT_WEBHOOK_TIMEOUT) as client:
+        while True:
+            try:
+                await step(client)
+            except Exception:
+                logger.exception("Alert evaluation failed; trying again in %s s", settings.ALERT_EVALUATE_INTERVAL)
+            await asyncio.sleep(settings.ALERT_EVALUATE_INTERVAL)
+
+
+_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+
+
+def start() -> None:
+    """Start evaluating in this process's event loop (idempotent)."""
+    loop = asyncio.get_running_loop()
+    task = _tasks.get(loop)
+    if task is None or task.done():
+        _tasks[loop] = loop.create_task(run())

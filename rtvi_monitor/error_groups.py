@@ -1,0 +1,101 @@
+"""The Overview's error groups: the errors of the last hour, grouped by what they say.
+
+An error's group is its text with numbers and ids masked ("TTS websocket
+reconnected after 1532 ms" and "... after 88 ms" are one group), its agent,
+and whether it was fatal. The errors are the stored `error` and
+`error-response` messages, read as the reducer reads them (`state.error_of`),
+through a partial index that holds only those rows.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from rtvi_monitor.events import stored_message
+from rtvi_monitor.models import Event
+from rtvi_monitor.state import ERROR_TYPES, error_of
+
+MAX_ROWS = 20_000  # newest errors read per Overview; an hour with more is summarised from these
+MAX_TEXT = 300
+SESSIONS_SHOWN = 8
+
+# Order matters: whole ids first, then what is left of numbers.
+_MASKS = [
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
+    # A word that mixes letters and digits (req_7f3a9c, call_abc123, 7f3a…): an id.
+    (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{6,}\b", re.I), "<id>"),
+    (re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalise(text) -> str:
+    """An error's text with numbers and ids masked: what errors of one kind have in common."""
+    if not isinstance(text, str):
+        text = "(no message)" if text is None else json.dumps(text, sort_keys=True)
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    return text.strip()[:MAX_TEXT] or "(empty message)"
+
+
+@dataclass
+class ErrorGroup:
+    text: str  # normalised
+    example: str  # the newest error's own text
+    agent_id: str | None
+    fatal: bool
+    count: int = 0
+    first_at: float = 0.0
+    last_at: float = 0.0
+    sessions: dict[str, None] = field(default_factory=dict)  # session ids, newest first
+    spark: list[int] = field(default_factory=list)  # errors per bucket, oldest first
+    agent_name: str = ""  # filled in by the page, from the agents it knows
+
+    @property
+    def session_count(self) -> int:
+        return len(self.sessions)
+
+    @property
+    def shown_sessions(self) -> list[str]:
+        return list(self.sessions)[:SESSIONS_SHOWN]
+
+    @property
+    def first_datetime(self) -> datetime:
+        return datetime.fromtimestamp(self.first_at).astimezone()
+
+    @property
+    def last_datetime(self) -> datetime:
+        return datetime.fromtimestamp(self.last_at).astimezone()
+
+
+def error_groups(
+    organization, now: datetime, window: timedelta = timedelta(hours=1), buckets: int = 12
+) -> list[ErrorGroup]:
+    """The organization's errors since `now - window`, grouped; fatal groups first, then the biggest."""
+    end = now.timestamp()
+    start = end - window.total_seconds()
+    width = window.total_seconds() / buckets
+    rows = (
+        Event.objects.filter(
+            type__in=ERROR_TYPES, valid=True, received_at__gte=start, session__organization=organization
+        )
+        .order_by("-received_at")
+        .values_list("session__session_id", "session__agent_id", "type", "received_at", "message")[:MAX_ROWS]
+    )
+    groups: dict[tuple, ErrorGroup] = {}
+    for session_id, agent_id, msg_type, at, raw in rows:
+        message = stored_message(raw)
+        data = message.get("data") if isinstance(message, dict) else None
+        text, fatal = error_of(msg_type, data if isinstance(data, dict) else {})
+        agent = str(agent_id) if agent_id else None
+        key = (normalise(text), agent, fatal)
+        group = groups.get(key)
+        if group is None:  # rows come newest first
+            example = text if isinstance(text, str) else normalise(text)
+            group = groups[key] = ErrorGroup(key[0], example[:MAX_TEXT], agent, fatal, last_at=at, spark=[0] * buckets)
+        group.count += 1
+        group.first_at = at
+        group.sessions.setdefault(session_id, None)
+        group.spark[min(buckets - 1, max(0, int((at - start) // width)))] += 1
+    return sorted(groups.values(), key=lambda g: (not g.fatal, -g.count, -g.last_at))

@@ -1,0 +1,88 @@
+"""Small inline SVG charts for server-rendered pages (the Overview's sparklines and per-agent charts).
+
+Drawn on the server from figures the server computed, so the page needs no
+script to show them and stays the same whether it was loaded or refreshed.
+Only numbers go into the markup.
+"""
+
+from django import template
+from django.utils.html import format_html, format_html_join
+
+register = template.Library()
+
+
+def _points(values, width: float, height: float, top: float) -> list[list[tuple[float, float]]]:
+    """Polyline runs (a gap where a value is None), scaled so that 0 is the bottom and `top` the top."""
+    step = width / max(1, len(values) - 1)
+    runs, run = [], []
+    for i, value in enumerate(values):
+        if value is None:
+            if run:
+                runs.append(run)
+            run = []
+            continue
+        run.append((round(i * step, 1), round(height - (value / top) * height if top else height, 1)))
+    if run:
+        runs.append(run)
+    return runs
+
+
+@register.simple_tag
+def sparkline(values, width=120, height=24, label=""):
+    """Counts per bucket as bars, from zero."""
+    values = list(values)
+    top = max(values, default=0) or 1
+    bar = width / max(1, len(values))
+    bars = format_html_join(
+        "",
+        '<rect x="{}" y="{}" width="{}" height="{}"></rect>',
+        (
+            (
+                round(i * bar, 1),
+                round(height - v / top * height, 1),
+                round(max(1.0, bar - 1), 1),
+                round(v / top * height, 1),
+            )
+            for i, v in enumerate(values)
+            if v
+        ),
+    )
+    return format_html(
+        '<svg class="spark" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}">{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        label or f"{sum(values)} in all, at most {max(values, default=0)} per bar",
+        bars,
+    )
+
+
+@register.simple_tag
+def latency_chart(hours, width=160, height=36):
+    """An agent's hourly p50 (solid) and p95 (dashed) turn latency, from zero; the top value labelled."""
+    p50 = [h["p50"] for h in hours]
+    p95 = [h["p95"] for h in hours]
+    known = [v for v in p50 + p95 if v is not None]
+    if not known:
+        return format_html('<span class="muted">no turns</span>')
+    top = max(known)
+    lines = []
+    for values, css in ((p95, "p95"), (p50, "p50")):
+        for run in _points(values, width, height, top):
+            if len(run) == 1:
+                x, y = run[0]
+                lines.append(format_html('<circle class="{}" cx="{}" cy="{}" r="1.5"></circle>', css, x, y))
+            else:
+                path = " ".join(f"{x},{y}" for x, y in run)
+                lines.append(format_html('<polyline class="{}" points="{}"></polyline>', css, path))
+    return format_html(
+        '<svg class="latency-chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
+        'aria-label="turn latency per hour, p50 and p95; top {} ms">{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        round(top),
+        format_html_join("", "{}", ((line,) for line in lines)),
+    )
