@@ -127,9 +127,7 @@ def demo_server():
 
     server = DaphneServer().start()
     try:
-        lines = server.manage("seed_demo").splitlines()
-        username, password = next(x for x in lines if x.startswith("Login:")).removeprefix("Login: ").split(" / ")
-        yield server, username, password, lines[-1]
+        yield server, *server.seed_demo()
     finally:
         server.stop()
 

@@ -57,6 +57,12 @@ class DaphneServer:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
         return result.stdout
 
+    def seed_demo(self) -> tuple[str, str, str]:
+        """Seed the demo organization as `make run` does; returns (username, password, private API key)."""
+        lines = self.manage("seed_demo").splitlines()
+        username, password = next(x for x in lines if x.startswith("Login:")).removeprefix("Login: ").split(" / ")
+        return username, password, lines[-1]
+
     def start(self, migrate: bool = True) -> "DaphneServer":
         if migrate:
             self.manage("migrate", "--noinput")

@@ -259,6 +259,71 @@ def test_a_ttfb_that_comes_after_the_bot_started_speaking_still_belongs_to_its_t
     assert (turn["tts_ttfb_ms"], turn["llm_ttfb_ms"]) == (200.0, None)
 
 
+def test_each_turn_has_a_waterfall_of_the_parts_of_the_wait():
+    pairs = [
+        ("to-client", m("user-stopped-speaking")),  # T0
+        ("to-client", m("bot-llm-started")),  # +100 ms
+        ("to-client", m("bot-llm-text", {"text": ""})),  # +200: empty, not a first token
+        ("to-client", m("bot-llm-text", {"text": "Sure"})),  # +300: the first token
+        ("to-client", m("bot-tts-started")),  # +400
+        ("to-client", m("metrics", {"ttfb": [{"processor": "CartesiaTTSService#0", "value": 0.25}]})),  # +500
+        ("to-client", m("bot-started-speaking")),  # +600
+        ("to-client", m("bot-llm-started")),  # +700: later work is not this turn's wait
+    ]
+    (turn,) = state_of(pairs)["turns"]
+    assert turn["waterfall"] == [
+        {"part": "llm_first_token", "from_ms": 100.0, "to_ms": 300.0},
+        {"part": "tts_first_audio", "from_ms": 400.0, "to_ms": 650.0},
+        {"part": "bot_speaking", "from_ms": 0.0, "to_ms": 600.0},
+    ]
+
+
+def test_a_waterfall_says_only_what_the_messages_tell():
+    pairs = [
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-llm-started")),
+        ("to-client", m("metrics", {"ttfb": [{"processor": "OpenAILLMService#0", "value": 0.15}]})),
+        ("to-client", m("bot-started-speaking")),
+    ]
+    (turn,) = state_of(pairs)["turns"]
+    # No token text came: the LLM's first token is its ttfb after it started. No TTS messages: no TTS part.
+    assert turn["waterfall"] == [
+        {"part": "llm_first_token", "from_ms": 100.0, "to_ms": 250.0},
+        {"part": "bot_speaking", "from_ms": 0.0, "to_ms": 300.0},
+    ]
+
+
+def test_usage_is_counted_per_model_for_the_cost():
+    llm = {"processor": "OpenAILLMService#0", "model": "gpt-4o"}
+    pairs = [
+        ("to-client", m("metrics", {"tokens": [{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}]})),
+        ("to-client", m("metrics", {"ttfb": [{**llm, "value": 0.3}]})),
+        # Real bots' tokens entries name no model: they are the LLM's the metrics named.
+        ("to-client", m("metrics", {"tokens": [{"prompt_tokens": 400, "completion_tokens": 20, "total_tokens": 420}]})),
+        (
+            "to-client",
+            m("metrics", {"characters": [{"processor": "CartesiaTTSService#0", "model": "sonic-2", "value": 42}]}),
+        ),
+        (
+            "to-client",
+            m(
+                "metrics",
+                {
+                    "stt_usage": [
+                        {"processor": "DeepgramSTTService#0", "model": "nova-3", "value": {"audio_seconds": 1.5}}
+                    ]
+                },
+            ),
+        ),
+    ]
+    assert state_of(pairs)["usage"] == {
+        "": {"prompt_tokens": 100, "completion_tokens": 10},
+        "gpt-4o": {"prompt_tokens": 400, "completion_tokens": 20},
+        "sonic-2": {"characters": 42},
+        "nova-3": {"stt_audio_seconds": 1.5},
+    }
+
+
 def test_a_user_who_goes_on_talking_is_measured_from_the_last_stop():
     pairs = [
         ("to-client", m("user-started-speaking")),

@@ -16,7 +16,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
+from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price
+from rtvi_monitor.models import AlertRule
 
 ORG_NAME = "Demo Voice Co"
 USERNAME = "demo"
@@ -26,6 +27,21 @@ AGENTS = [
     ("appointment-booker", "v7", 12, False),
     ("outbound-survey", "v3", 3, False),
     ("legacy-ivr", "v1", 90, True),
+]
+
+
+PRICES = {
+    "gpt-4o": {"usd_per_million_input_tokens": 2.5, "usd_per_million_output_tokens": 10},
+    "gpt-4o-mini": {"usd_per_million_input_tokens": 0.15, "usd_per_million_output_tokens": 0.6},
+    "claude-sonnet-4": {"usd_per_million_input_tokens": 3, "usd_per_million_output_tokens": 15},
+    "sonic-2": {"usd_per_thousand_characters": 0.04},
+    "eleven_flash_v2_5": {"usd_per_thousand_characters": 0.06},
+    "nova-3": {"usd_per_audio_minute": 0.0043},
+}
+RULES = [
+    ("Fatal errors", "fatal_error", {}),
+    ("Errors in over a quarter of calls", "error_rate", {"threshold": 25, "window_minutes": 15}),
+    ("Slow turns (p95 over 2 s)", "turn_latency_p95_ms", {"threshold": 2000, "window_minutes": 15}),
 ]
 
 
@@ -75,6 +91,13 @@ class Command(BaseCommand):
         if not ApiKey.objects.find(organization.agents_api_key):
             _, organization.agents_api_key = ApiKey.issue(organization, "demo")
             organization.save(update_fields=["agents_api_key"])
+
+        # Example prices (list prices at the time of writing, to be edited in the admin) and
+        # alert rules shown on the Overview and the alerts page; no webhook or e-mail is set.
+        for model, prices in PRICES.items():
+            Price.objects.get_or_create(organization=organization, model=model, defaults=prices)
+        for name, condition, fields in RULES:
+            AlertRule.objects.get_or_create(organization=organization, name=name, condition=condition, defaults=fields)
 
         username, password = self.staff_login(organization)
         self.stdout.write(f"Organization: {organization.name} ({organization.pk})")
