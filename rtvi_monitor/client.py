@@ -203,8 +203,11 @@ class DashboardClient:
                 self._wake.clear()
                 wait = asyncio.create_task(self._wake.wait())
                 timeout = None if self._resend_at is None else max(0.0, self._resend_at - time.monotonic())
-                await asyncio.wait({wait, reader}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                wait.cancel()
+                try:
+                    await asyncio.wait({wait, reader}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    # Also when close() cancels us here: a wait left pending is destroyed pending with the client.
+                    wait.cancel()
                 continue
             await asyncio.sleep(self.batch_interval)  # let a few messages gather into one frame
             frames = self._next_frames()

@@ -1,38 +1,331 @@
 """A simulated voice bot: realistic RTVI sessions, streamed like a real bot streams them.
 
-Used by `manage.py demo_bot`. It speaks RTVI 2.x as current Pipecat does (and
-1.0.0 now and then): partial and final transcripts, streamed LLM tokens, TTS
-text, bot-output twice per sentence, speaking state, metrics in seconds, a
-function call, a client request, an occasional error. It reaches the
-dashboard only through `DashboardClient`, the public ingest socket.
+Used by `manage.py demo_bot` so that the dashboard's pages have something to
+show, and by the tests. Each session is one call to one agent: a script (an
+order status, a billing dispute, a booking, a survey...) played in a scenario
+picked with the weights real traffic has: mostly clean calls, some where the
+user barges in, a slow turn, a failing function call, a transient service
+error, a bot that vanishes mid-turn, and rarely a fatal error. Agents differ
+as real ones do: in their LLM's latency and in the models they run, whose
+tokens, characters and audio seconds are reported per model so that a call
+can be priced.
+
+The messages are those of a current Pipecat (1.14) bot, in its order
+(tests/rtvi_samples.py has the recorded shapes). The bot reaches the
+dashboard only through `DashboardClient`, the public ingest socket. A seed
+makes a bot's sessions reproducible: the same messages, but for their
+wall-clock timestamps and the session ids.
 """
 
 import asyncio
+import logging
 import random
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from rtvi_monitor.client import DashboardClient
 
-SCRIPT = [
-    ("Hi, I'd like to check on my order", ["Of course.", "Could you give me the order number?"], None),
-    (
-        "It's four five seven two",
-        ["Thanks, let me look that up.", "Your order shipped this morning and arrives Thursday."],
-        "lookup_order",
-    ),
-    ("Can I change the delivery address", ["Yes, you can.", "What address should we use instead?"], None),
-    (
-        "Twelve Harbor Street, apartment three",
-        ["Got it.", "I've updated the address to 12 Harbor Street, apartment 3."],
-        "update_address",
-    ),
-    ("Great, what's the weather there tomorrow", ["Tomorrow looks sunny with a high of 18 degrees."], "get_weather"),
-    ("Thanks, that's all", ["You're welcome!", "Have a great day."], None),
-]
+logger = logging.getLogger(__name__)
 
-LLM = ("OpenAILLMService#0", "gpt-4o")
-TTS = ("CartesiaTTSService#0", "sonic-2")
-STT = ("DeepgramSTTService#0", "nova-3")
+
+@dataclass(frozen=True)
+class Service:
+    """A pipeline processor as Pipecat names it in its metrics."""
+
+    processor: str
+    model: str
+
+
+GPT_4O = Service("OpenAILLMService#0", "gpt-4o")
+GPT_4O_MINI = Service("OpenAILLMService#0", "gpt-4o-mini")
+CLAUDE_SONNET = Service("AnthropicLLMService#0", "claude-sonnet-4")
+SONIC = Service("CartesiaTTSService#0", "sonic-2")
+ELEVEN_FLASH = Service("ElevenLabsTTSService#0", "eleven_flash_v2_5")
+NOVA = Service("DeepgramSTTService#0", "nova-3")
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function the LLM calls before it answers, and what the bot says when the function fails."""
+
+    name: str
+    args: dict
+    result: dict
+    apology: tuple[str, ...] = ("I'm sorry, I can't reach that system right now.", "Could we try again a bit later?")
+
+
+@dataclass(frozen=True)
+class Request:
+    """A client-message the bot's client sends after a turn, and the server-response it gets back."""
+
+    t: str
+    d: dict
+    answer: dict
+
+
+@dataclass(frozen=True)
+class Turn:
+    user: str
+    reply: tuple[str, ...]  # sentences
+    function: Function | None = None
+    request: Request | None = None
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    turns: tuple[Turn, ...]  # the last one is the goodbye
+
+
+SCRIPTS = {
+    script.name: script
+    for script in (
+        Script(
+            "order_status",
+            (
+                Turn("Hi, I'd like to check on my order", ("Of course.", "Could you give me the order number?")),
+                Turn(
+                    "It's four five seven two",
+                    ("Thanks, let me look that up.", "Your order shipped this morning and arrives Thursday."),
+                    Function(
+                        "lookup_order",
+                        {"order_id": "4572"},
+                        {"status": "shipped", "carrier": "UPS", "eta": "Thursday"},
+                        (
+                            "I'm sorry, I can't reach our order system right now.",
+                            "Could you call back in a few minutes?",
+                        ),
+                    ),
+                    Request("get-account", {"fields": ["plan"]}, {"plan": "pro"}),
+                ),
+                Turn("Can I change the delivery address", ("Yes, you can.", "What address should we use instead?")),
+                Turn(
+                    "Twelve Harbor Street, apartment three",
+                    ("Got it.", "I've updated the address to 12 Harbor Street, apartment 3."),
+                    Function(
+                        "update_address",
+                        {"order_id": "4572", "line1": "12 Harbor Street", "line2": "Apt 3"},
+                        {"ok": True},
+                    ),
+                ),
+                Turn(
+                    "Great, can you text me when it's out for delivery",
+                    ("Sure, you'll get a text the morning it goes out.",),
+                    Function("subscribe_sms", {"order_id": "4572", "event": "out_for_delivery"}, {"subscribed": True}),
+                ),
+                Turn("Thanks, that's all", ("You're welcome!", "Have a great day.")),
+            ),
+        ),
+        Script(
+            "billing_dispute",
+            (
+                Turn(
+                    "Hi, I think I was charged twice this month",
+                    ("I'm sorry about that.", "I can see two charges of 49 dollars on March 3rd."),
+                    Function(
+                        "list_charges",
+                        {"months": 1},
+                        {"charges": [{"id": "ch_81x", "amount": 49.0}, {"id": "ch_82q", "amount": 49.0}]},
+                        (
+                            "I'm sorry, I can't open your billing history right now.",
+                            "Let me have someone call you back.",
+                        ),
+                    ),
+                    Request("get-account", {"fields": ["plan", "card_last4"]}, {"plan": "pro", "card_last4": "4242"}),
+                ),
+                Turn(
+                    "Yes, the second one shouldn't be there",
+                    ("You're right, the second charge is a duplicate.", "I've refunded 49 dollars to your card."),
+                    Function(
+                        "issue_refund",
+                        {"charge_id": "ch_82q", "amount": 49.0, "currency": "USD"},
+                        {"refund_id": "re_5Tq", "status": "pending"},
+                        (
+                            "I'm sorry, the refund didn't go through on my side.",
+                            "I've flagged it for our billing team.",
+                        ),
+                    ),
+                ),
+                Turn(
+                    "How long until I see the money",
+                    ("Refunds usually reach your card within five to seven business days.",),
+                ),
+                Turn(
+                    "Okay, can you email me a confirmation",
+                    ("Sure.", "I've sent the confirmation to the email on your account."),
+                    Function("send_email", {"template": "refund_confirmation", "refund_id": "re_5Tq"}, {"sent": True}),
+                ),
+                Turn("Thank you, goodbye", ("You're welcome.", "Sorry again for the trouble, goodbye!")),
+            ),
+        ),
+        Script(
+            "booking",
+            (
+                Turn("Hi, I need to book a dentist appointment", ("Happy to help.", "Which day works best for you?")),
+                Turn(
+                    "Next Tuesday afternoon if possible",
+                    ("Let me check the calendar.", "I have two thirty or four fifteen on Tuesday."),
+                    Function(
+                        "check_availability",
+                        {"date": "next tuesday", "part_of_day": "afternoon"},
+                        {"slots": ["14:30", "16:15"]},
+                        ("I'm sorry, I can't see the calendar right now.", "Could you call us back this afternoon?"),
+                    ),
+                ),
+                Turn("Two thirty please", ("Great.", "Can I have your full name for the booking?")),
+                Turn(
+                    "Maria Lopez",
+                    ("Thanks, Maria.", "You're booked for Tuesday at two thirty with Doctor Chen."),
+                    Function(
+                        "book_appointment",
+                        {"name": "Maria Lopez", "slot": "14:30", "dentist": "Chen"},
+                        {"booking_id": "bk_3391", "confirmed": True},
+                        (
+                            "I'm sorry, the booking system didn't confirm that slot.",
+                            "Let me have the front desk call you.",
+                        ),
+                    ),
+                ),
+                Turn("Will I get a reminder", ("Yes, we'll text you a reminder the day before.",)),
+                Turn("Perfect, thanks", ("You're welcome, see you on Tuesday!",)),
+            ),
+        ),
+        Script(
+            "reschedule",
+            (
+                Turn(
+                    "I need to move my appointment on Friday",
+                    ("No problem.", "I see your cleaning this Friday at nine.", "When would you like to come instead?"),
+                    Function("find_booking", {"phone": "+1 555 0134"}, {"booking_id": "bk_2870", "slot": "Fri 09:00"}),
+                ),
+                Turn(
+                    "Is Monday morning free",
+                    ("Monday I have eight thirty or ten o'clock.",),
+                    Function(
+                        "check_availability",
+                        {"date": "monday", "part_of_day": "morning"},
+                        {"slots": ["08:30", "10:00"]},
+                    ),
+                ),
+                Turn(
+                    "Ten o'clock works",
+                    ("Done.", "Your cleaning is now on Monday at ten."),
+                    Function("reschedule_booking", {"booking_id": "bk_2870", "slot": "Mon 10:00"}, {"ok": True}),
+                ),
+                Turn("Thanks, bye", ("You're welcome.", "Goodbye!")),
+            ),
+        ),
+        Script(
+            "survey",
+            (
+                Turn(
+                    "Hello?",
+                    ("Hi, this is Ava calling from Northwind Internet.", "Do you have two minutes for a short survey?"),
+                ),
+                Turn(
+                    "Sure, go ahead",
+                    ("Thank you.", "On a scale of one to ten, how likely are you to recommend us to a friend?"),
+                ),
+                Turn(
+                    "I'd say a seven",
+                    ("Thanks.", "What is the main reason for your score?"),
+                    Function("record_answer", {"question": "nps", "answer": 7}, {"saved": True}),
+                ),
+                Turn(
+                    "The connection drops in the evenings sometimes",
+                    (
+                        "I'm sorry to hear that.",
+                        "I've noted it for our network team.",
+                        "Last question: how would you rate our support, from one to five?",
+                    ),
+                    Function("record_answer", {"question": "reason", "answer": "evening drops"}, {"saved": True}),
+                ),
+                Turn(
+                    "Four",
+                    ("Thank you for your time today.", "Have a good evening!"),
+                    Function("record_answer", {"question": "support", "answer": 4}, {"saved": True}),
+                ),
+            ),
+        ),
+    )
+}
+
+# How a call ends after a function failed: the script's own goodbye would assume it had worked.
+WRAP_UP = Turn("Okay, I'll try again later", ("Sorry again for the trouble.", "Goodbye!"))
+
+# An LLM's time to first byte in seconds, by how fast an agent's stack is (model, prompt size, region).
+LLM_TTFB = {"fast": (0.3, 0.6), "normal": (0.5, 0.9), "slow": (0.9, 1.6)}
+
+
+@dataclass(frozen=True)
+class Persona:
+    """How an agent shows on the dashboard: how fast its LLM answers, the models it runs, what its calls are about."""
+
+    latency: str  # a key of LLM_TTFB
+    llm: Service
+    tts: Service
+    scripts: tuple[str, ...]  # keys of SCRIPTS
+    stt: Service = NOVA
+    system_tokens: int = 450  # the prompt before any conversation: instructions and tool definitions
+
+
+# The demo organization's agents (seed_demo names them).
+PERSONAS = {
+    "support-concierge": Persona("normal", GPT_4O, SONIC, ("order_status", "billing_dispute"), system_tokens=820),
+    "appointment-booker": Persona("fast", GPT_4O_MINI, ELEVEN_FLASH, ("booking", "reschedule"), system_tokens=540),
+    "outbound-survey": Persona("slow", CLAUDE_SONNET, SONIC, ("survey",), system_tokens=380),
+}
+# Any other agent, or none, is taken for a support line like the concierge's.
+DEFAULT_PERSONA = PERSONAS["support-concierge"]
+
+# The share of sessions each scenario gets: most calls go well, about one in seven shows an error.
+SCENARIOS = {
+    "clean": 0.55,
+    "barge_in": 0.15,  # the user cuts the bot off mid-sentence with their next line
+    "slow_turn": 0.10,  # one turn's LLM takes 2-4 s to start answering
+    "function_error": 0.06,  # a function call fails: an error, an apology, and the call wraps up
+    "glitch": 0.06,  # a transient, non-fatal service error; the call goes on
+    "abrupt": 0.05,  # the bot's connection drops mid-sentence: no goodbye
+    "fatal": 0.03,  # a fatal error as the bot starts to answer; the bot leaves
+}
+
+
+def persona_for(agent_name: str | None) -> Persona:
+    return PERSONAS.get(agent_name or "", DEFAULT_PERSONA)
+
+
+def glitch_text(rng: random.Random) -> str:
+    """A transient service error, worded as services word them: numbers and ids that differ every time."""
+    return rng.choice(
+        (
+            f"TTS websocket reconnected after {rng.randint(600, 2500)} ms",
+            f"STT stream stalled for {rng.uniform(1.2, 3.5):.1f} s (request id {rng.getrandbits(32):08x})",
+            f"LLM request retried after 429 Too Many Requests (attempt {rng.randint(2, 3)} of 3)",
+            f"Dropped {rng.randint(3, 40)} audio frames: output queue full",
+        )
+    )
+
+
+def fatal_text(rng: random.Random, llm: Service) -> str:
+    return rng.choice(
+        (
+            "LLM service returned 401 Unauthorized",
+            f"LLM service returned 404 Not Found: model '{llm.model}' does not exist",
+            f"{llm.processor}: connection reset by peer after {rng.randint(3, 12)} retries",
+        )
+    )
+
+
+def failure_text(rng: random.Random) -> str:
+    """Why a function call failed, as a backend says it."""
+    return rng.choice(
+        (
+            f"timed out after {rng.choice((3000, 5000, 8000))} ms",
+            f"HTTP 503 Service Unavailable (request id {rng.getrandbits(48):012x})",
+        )
+    )
 
 
 def rtvi(type_: str, data=None, **envelope) -> dict:
@@ -42,96 +335,285 @@ def rtvi(type_: str, data=None, **envelope) -> dict:
     return message
 
 
-def metric(kind: str, service: tuple[str, str], value: float) -> dict:
-    return rtvi("metrics", {kind: [{"processor": service[0], "model": service[1], "value": round(value, 4)}]})
+def metric(kind: str, service: Service, value: float) -> dict:
+    return rtvi("metrics", {kind: [{"processor": service.processor, "model": service.model, "value": round(value, 4)}]})
+
+
+def token_count(text: str) -> int:
+    """Roughly what a tokenizer makes of English text."""
+    return max(1, round(len(text.split()) * 1.3))
 
 
 class DemoBot:
-    """Plays sessions through a DashboardClient. `speed` > 1 plays faster than real time."""
+    """Plays sessions through a DashboardClient. `speed` > 1 plays faster than real time.
 
-    def __init__(self, url: str, token: str, agent_id: str | None = None, speed: float = 1.0, seed: int | None = None):
+    `agent_id` and `agent_name` may change between sessions (the demo command
+    deals its sessions among an organization's agents); the name picks the
+    agent's persona (PERSONAS), any other name the default one.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        agent_id: str | None = None,
+        speed: float = 1.0,
+        seed: int | None = None,
+        agent_name: str | None = None,
+    ):
         self.url, self.token, self.agent_id, self.speed = url, token, agent_id, speed
+        self.agent_name = agent_name
         self.random = random.Random(seed)
 
-    async def pause(self, seconds: float) -> None:
-        await asyncio.sleep(seconds * self.random.uniform(0.8, 1.2) / self.speed)
+    async def session(self, turns: int | None = None, *, scenario: str | None = None, script: str | None = None) -> str:
+        """Play one session; returns its id.
 
-    async def session(self, turns: int = len(SCRIPT)) -> str:
-        """Play one session; returns its id."""
+        `turns`: how many turns of the script to play (all of it by default;
+        more repeats it). `scenario` and `script` name one of SCENARIOS and
+        SCRIPTS; by default they are picked at random, the script among the
+        agent's own.
+        """
+        if scenario is not None and scenario not in SCENARIOS:
+            raise ValueError(f"Unknown scenario {scenario!r}; expected one of {', '.join(SCENARIOS)}")
+        if script is not None and script not in SCRIPTS:
+            raise ValueError(f"Unknown script {script!r}; expected one of {', '.join(SCRIPTS)}")
+        persona = persona_for(self.agent_name)
+        scenario = scenario or self.random.choices(list(SCENARIOS), weights=list(SCENARIOS.values()))[0]
+        chosen = SCRIPTS[script or self.random.choice(persona.scripts)]
+        # The id names the session, not its content: it must stay new even when a seed replays the same call.
         session_id = f"demo-{uuid.uuid4().hex[:12]}"
+        logger.info("%s: %s plays %s, %s", session_id, self.agent_name or "an unknown agent", chosen.name, scenario)
         client = DashboardClient(self.url, self.token, session_id, self.agent_id)
         client.start()
-        version = "1.0.0" if self.random.random() < 0.2 else "2.1.0"
-        send = client.send
-        send(rtvi("client-ready", {"version": version, "about": {"library": "@pipecat-ai/client-js", "library_version": "1.3.0", "platform": "browser"}}), "from-client")  # fmt: skip # noqa: E501
-        send(rtvi("bot-ready", {"version": version, "about": {"name": "demo-voice-bot", "pipecat": "1.14.0"}}, id=uuid.uuid4().hex[:8]))  # fmt: skip # noqa: E501
-        send(rtvi("metrics", {"ttfb": [{"processor": LLM[0], "model": LLM[1], "value": 0.0}]}))
-        for index in range(turns):
-            await self.turn(send, *SCRIPT[index % len(SCRIPT)], index)
-            if index == 1:
-                request_id = uuid.uuid4().hex[:8]
-                send(
-                    rtvi("client-message", {"t": "get-account", "d": {"fields": ["plan"]}}, id=request_id),
-                    "from-client",
-                )
-                await self.pause(0.15)
-                send(rtvi("server-response", {"t": "get-account", "d": {"plan": "pro"}}, id=request_id))
-            if self.random.random() < 0.15:
-                send(rtvi("error", {"error": "TTS websocket reconnected after a timeout", "fatal": False}))
-        send(rtvi("disconnect-bot"), "from-client")
+        call = _Call(client.send, self.random, self.speed, persona, chosen, scenario)
+        if await call.play(turns or len(chosen.turns)):
+            client.send(rtvi("disconnect-bot"), "from-client")  # the caller hangs up
         await client.close(timeout=10)
         return session_id
 
-    async def turn(self, send, user_text: str, sentences: list[str], function: str | None, index: int) -> None:
-        send(rtvi("user-started-speaking"))
-        send(rtvi("vad-user-started-speaking"))
-        words = user_text.split()
+
+class _Call:
+    """One session being played: its script in its scenario, and what the bot has said so far."""
+
+    def __init__(
+        self,
+        send: Callable[..., object],
+        rng: random.Random,
+        speed: float,
+        persona: Persona,
+        script: Script,
+        scenario: str,
+    ):
+        self.send, self.random, self.speed = send, rng, speed
+        self.persona, self.script, self.scenario = persona, script, scenario
+        self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
+        self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
+
+    async def pause(self, seconds: float) -> None:
+        """Wait about this long, as people and networks do."""
+        await asyncio.sleep(seconds * self.random.uniform(0.8, 1.2) / self.speed)
+
+    async def wait(self, seconds: float) -> None:
+        """Wait exactly this long: a duration the bot reports in a metric."""
+        await asyncio.sleep(seconds / self.speed)
+
+    async def play(self, count: int) -> bool:
+        """Play `count` turns of the script; False when the bot left without a goodbye (abrupt, fatal)."""
+        turns = [self.script.turns[i % len(self.script.turns)] for i in range(count)]
+        strike = self.strike_at(turns)
+        if self.scenario == "function_error" and strike is not None:
+            turns = [*turns[: strike + 1], WRAP_UP]
+        self.ready()
+        cut_off = False
+        for index, turn in enumerate(turns):
+            here = index == strike
+            await self.user_turn(turn.user, barging_in=cut_off)
+            if here and self.scenario == "glitch":
+                self.send(rtvi("error", {"error": glitch_text(self.random), "fatal": False}))
+            if here and self.scenario == "fatal":
+                self.send(rtvi("bot-llm-started"))
+                await self.pause(0.4)
+                self.send(rtvi("error", {"error": fatal_text(self.random, self.persona.llm), "fatal": True}))
+                return False
+            slow = here and self.scenario == "slow_turn"
+            ttfb = self.random.uniform(2.0, 4.0) if slow else self.llm_ttfb()
+            stop = self.cut_point(turn.reply) if here and self.scenario in ("barge_in", "abrupt") else None
+            cut_off = not await self.bot_turn(turn, ttfb, here and self.scenario == "function_error", stop)
+            if cut_off and self.scenario == "abrupt":
+                return False
+            if cut_off:
+                continue  # the user is speaking over the bot already: their turn has begun
+            if turn.request is not None:
+                await self.request(turn.request)
+            await self.pause(0.9)  # the user thinks before answering
+        return True
+
+    def strike_at(self, turns: list[Turn]) -> int | None:
+        """The turn where the scenario happens; None when it has none (or no turn it could happen at)."""
+        if self.scenario == "clean":
+            return None
+        if self.scenario == "barge_in":
+            candidates = list(range(len(turns) - 1))  # the barge-in is the next turn's line
+        elif self.scenario == "function_error":
+            candidates = [i for i, turn in enumerate(turns) if turn.function is not None]
+        else:
+            candidates = list(range(len(turns)))
+        return self.random.choice(candidates) if candidates else None
+
+    def cut_point(self, reply: tuple[str, ...]) -> int:
+        """The word of the reply at which the bot is cut off: a few words in, before its last."""
+        words = len(" ".join(reply).split())
+        return self.random.randint(min(2, words - 1), words - 1)
+
+    def llm_ttfb(self) -> float:
+        return self.random.uniform(*LLM_TTFB[self.persona.latency])
+
+    def ready(self) -> None:
+        """The client and the bot greet each other; Pipecat reports zeros for its services at the start."""
+        version = "1.0.0" if self.random.random() < 0.2 else "2.1.0"
+        ready_id = f"{self.random.getrandbits(32):08x}"
+        self.send(rtvi("client-ready", {"version": version, "about": {"library": "@pipecat-ai/client-js", "library_version": "1.4.0", "platform": "browser"}}, id=ready_id), "from-client")  # fmt: skip # noqa: E501
+        self.send(rtvi("bot-ready", {"version": version, "about": {"library": "pipecat-ai", "library_version": "1.14.0"}}, id=ready_id))  # fmt: skip # noqa: E501
+        zeros = [{"processor": s.processor, "value": 0.0} for s in (self.persona.llm, self.persona.tts)]
+        self.send(rtvi("metrics", {"ttfb": zeros, "processing": zeros}))
+
+    async def user_turn(self, text: str, barging_in: bool) -> None:
+        """The user speaks: partial transcripts, the final one, what goes to the LLM.
+
+        Pipecat sends bot-interrupted at every user turn start; when the user
+        barges in, the bot stops speaking only then.
+        """
+        self.send(rtvi("user-started-speaking"))
+        self.send(rtvi("bot-interrupted"))
+        if barging_in:
+            self.send(rtvi("bot-stopped-speaking"))
+        words = text.split()
         for i in range(2, len(words), 2):
-            await self.pause(0.35)
-            send(rtvi("user-transcription", {"text": " ".join(words[:i]), "final": False, "timestamp": "", "user_id": "caller"}))  # fmt: skip # noqa: E501
-        await self.pause(0.3)
-        send(rtvi("vad-user-stopped-speaking"))
-        send(rtvi("user-stopped-speaking"))
-        send(rtvi("user-transcription", {"text": user_text, "final": True, "timestamp": "", "user_id": "caller"}))
-        send(rtvi("user-input", {"text": user_text}))
-        send(metric("ttfb", STT, self.random.uniform(0.08, 0.2)))
-        send(rtvi("bot-llm-started"))
-        send(rtvi("user-llm-text", {"text": user_text}))
-        llm_ttfb = self.random.uniform(0.25, 0.9)
-        await self.pause(llm_ttfb)
-        send(metric("ttfb", LLM, llm_ttfb))
-        if function:
-            call_id = f"call_{uuid.uuid4().hex[:10]}"
-            send(rtvi("llm-function-call-started", {}))
-            send(rtvi("llm-function-call-in-progress", {"tool_call_id": call_id, "function_name": function}))
-            await self.pause(0.4)
-            send(rtvi("llm-function-call-stopped", {"tool_call_id": call_id, "function_name": function, "cancelled": False}))  # fmt: skip # noqa: E501
-        send(rtvi("bot-tts-started"))
+            await self.pause(0.6)
+            self.transcription(" ".join(words[:i]).lower(), final=False)
+        await self.pause(0.5)
+        self.transcription(text, final=True)
+        stt = self.persona.stt
+        self.send(metric("ttfb", stt, self.random.uniform(0.08, 0.2)))
+        audio_seconds = round(0.3 * len(words) + self.random.uniform(0.4, 0.9), 2)
+        self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": audio_seconds}}]}))  # fmt: skip # noqa: E501
+        self.send(rtvi("user-llm-text", {"text": text}))
+        self.send(rtvi("user-stopped-speaking"))
+        self.context_tokens += token_count(text)
+
+    def transcription(self, text: str, final: bool) -> None:
+        """Pipecat sends each transcription twice: as user-input, then as user-transcription."""
+        timestamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        heard = {"text": text, "user_id": "caller", "timestamp": timestamp, "final": final}
+        self.send(rtvi("user-input", {**heard, "input_type": "transcription"}))
+        self.send(rtvi("user-transcription", heard))
+
+    async def bot_turn(self, turn: Turn, ttfb: float, failing: bool, stop: int | None) -> bool:
+        """The LLM answers (after a function call, if the turn has one) and the bot speaks.
+
+        `failing`: the function call fails and the bot apologises instead. `stop`: the
+        word of the reply at which the bot is cut off. Returns whether it said all of it.
+        """
+        llm = self.persona.llm
+        self.send(rtvi("bot-llm-started"))
+        await self.wait(ttfb)
+        self.send(metric("ttfb", llm, ttfb))
+        reply = turn.reply
+        if turn.function is not None:
+            ttfb = await self.call_function(turn.function, ttfb, failing)
+            reply = turn.function.apology if failing else turn.reply
+        # The LLM streams on while the TTS starts on the first sentence.
+        tokens = [word if i == 0 else f" {word}" for i, word in enumerate(" ".join(reply).split(" "))]
+        first_sentence = len(reply[0].split(" "))
+        for i, token in enumerate(tokens, 1):
+            self.send(rtvi("bot-llm-text", {"text": token}))
+            await self.pause(0.025)
+            if i == first_sentence:
+                await self.start_speaking()
+        self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
+        return await self.speak(reply, stop)
+
+    async def call_function(self, function: Function, ttfb: float, failing: bool) -> float:
+        """The LLM asks for a function; the bot runs it and asks the LLM again. Returns that second time to first byte.
+
+        A failed call's result carries the error, and the bot reports it as a
+        non-fatal error naming the function.
+        """
+        llm = self.persona.llm
+        call_id = f"call_{self.random.getrandbits(96):024x}"
+        self.send(rtvi("llm-function-call-started", {}))  # Pipecat knows nothing of the call yet
+        self.llm_done(self.random.randint(18, 40), ttfb + 0.2)
+        called = {"tool_call_id": call_id, "function_name": function.name}
+        self.send(rtvi("llm-function-call-in-progress", {**called, "arguments": function.args}))
+        if failing:
+            reason = failure_text(self.random)
+            await self.pause(3.0)
+            self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": {"error": reason}}))
+            self.send(rtvi("error", {"error": f"Function call {function.name} failed: {reason}", "fatal": False}))
+        else:
+            await self.pause(0.5)
+            self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": function.result}))
+        self.send(rtvi("bot-llm-started"))
+        ttfb = self.llm_ttfb()
+        await self.wait(ttfb)
+        self.send(metric("ttfb", llm, ttfb))
+        return ttfb
+
+    def llm_done(self, completion_tokens: int, seconds: float) -> None:
+        """One LLM call is over: its usage, its processing time; its answer joins the context."""
+        llm = self.persona.llm
+        usage = {"prompt_tokens": self.context_tokens, "completion_tokens": completion_tokens}
+        usage["total_tokens"] = self.context_tokens + completion_tokens
+        self.send(rtvi("metrics", {"tokens": [{"processor": llm.processor, "model": llm.model, **usage}]}))
+        self.send(metric("processing", llm, seconds))
+        self.send(rtvi("bot-llm-stopped"))
+        self.context_tokens += completion_tokens
+
+    async def start_speaking(self) -> None:
+        tts, ttfb = self.persona.tts, self.random.uniform(0.1, 0.3)
+        self.send(rtvi("bot-tts-started"))
+        await self.wait(ttfb)
+        self.send(metric("ttfb", tts, ttfb))
+        self.send(rtvi("bot-started-speaking"))
+
+    async def speak(self, sentences: tuple[str, ...], stop: int | None) -> bool:
+        """The bot says the sentences word by word (a word-timestamp TTS); False when cut off at word `stop`."""
+        tts = self.persona.tts
+        said = 0
         for k, sentence in enumerate(sentences):
-            for token in sentence.split(" "):
-                send(rtvi("bot-llm-text", {"text": (" " if k or token != sentence.split(" ")[0] else "") + token}))
-                await self.pause(0.03)
-            if k == 0:
-                tts_ttfb = self.random.uniform(0.1, 0.3)
-                await self.pause(tts_ttfb)
-                send(metric("ttfb", TTS, tts_ttfb))
-                send(rtvi("bot-started-speaking"))
-            send(rtvi("bot-output", {"text": sentence, "spoken": False, "aggregated_by": "sentence", "segment_id": f"{index}-{k}", "will_be_spoken": True, "spoken_status": "new"}))  # fmt: skip # noqa: E501
-            for word in sentence.split(" "):
-                send(rtvi("bot-tts-text", {"text": word}))
-                await self.pause(0.18)
-            send(rtvi("bot-output", {"text": sentence, "spoken": True, "aggregated_by": "sentence", "segment_id": f"{index}-{k}", "will_be_spoken": True, "spoken_status": "completed"}))  # fmt: skip # noqa: E501
-        send(rtvi("bot-llm-stopped"))
-        send(metric("processing", LLM, llm_ttfb + self.random.uniform(0.3, 0.8)))
-        prompt = 400 + 60 * index
-        send(
-            rtvi(
-                "metrics", {"tokens": [{"prompt_tokens": prompt, "completion_tokens": 24, "total_tokens": prompt + 24}]}
-            )
-        )
-        send(
-            rtvi("metrics", {"characters": [{"processor": TTS[0], "model": TTS[1], "value": sum(map(len, sentences))}]})
-        )
-        send(rtvi("bot-tts-stopped"))
-        send(rtvi("bot-stopped-speaking"))
-        await self.pause(1.2)
+            self.segment_id += self.random.randint(20, 60)
+            self.send(self.bot_output(sentence, "new"))
+            if k:
+                self.send(metric("ttfb", tts, self.random.uniform(0.08, 0.2)))
+            self.send(metric("characters", tts, len(sentence)))
+            words = sentence.split(" ")
+            for w, word in enumerate(words, 1):
+                if said == stop:
+                    return False
+                said += 1
+                self.send(rtvi("bot-tts-text", {"text": word}))
+                if w == len(words):
+                    if k == len(sentences) - 1:
+                        self.send(rtvi("bot-tts-stopped"))  # Pipecat's TTS is done before the last word is heard
+                    self.send(self.bot_output(sentence, "completed", sentence))
+                else:
+                    self.send(self.bot_output(sentence, "in-progress", " ".join(words[:w])))
+                await self.pause(0.28)
+            self.send(metric("processing", tts, self.random.uniform(0.15, 0.4)))
+        self.send(rtvi("bot-stopped-speaking"))
+        return True
+
+    def bot_output(self, sentence: str, status: str, spoken: str = "") -> dict:
+        data = {"text": sentence, "aggregated_by": "sentence", "segment_id": self.segment_id, "will_be_spoken": True}
+        data["spoken_status"] = status
+        if status == "new":
+            data["spoken"] = False
+        else:
+            data["spoken_progress"] = {"accumulated_text": spoken, "remaining_text": sentence[len(spoken) :].strip()}
+        return rtvi("bot-output", data)
+
+    async def request(self, request: Request) -> None:
+        request_id = f"{self.random.getrandbits(32):08x}"
+        self.send(rtvi("client-message", {"t": request.t, "d": request.d}, id=request_id), "from-client")
+        await self.pause(0.15)
+        self.send(rtvi("server-response", {"t": request.t, "d": request.answer}, id=request_id))

@@ -58,6 +58,18 @@ async def test_send_never_blocks_or_raises_while_the_dashboard_is_down():
     await client.close(0.1)
 
 
+async def test_closing_leaves_no_task_pending(server):
+    """A task left pending is destroyed with the client, and asyncio logs "Task was destroyed but it is pending!"."""
+    before = asyncio.all_tasks()
+    client = DashboardClient(server.ws_url, server.token, "client-close")
+    client.start()
+    client.send(rtvi("bot-llm-text", {"text": "hi"}))
+    assert await client.flush(5)
+    await client.close()  # cancels the client while it waits for something to send
+    await asyncio.sleep(0.05)  # cancelled tasks finish on the loop's next turns
+    assert asyncio.all_tasks() - before == set()
+
+
 async def test_a_server_restart_loses_nothing_and_duplicates_nothing(server):
     client = DashboardClient(server.ws_url, server.token, "client-restart")
     client.start()
@@ -76,7 +88,8 @@ async def test_a_server_restart_loses_nothing_and_duplicates_nothing(server):
 
 
 async def test_the_demo_bot_plays_a_whole_session_through_the_public_socket(server):
-    session_id = await DemoBot(server.ws_url, server.token, speed=50, seed=3).session(turns=3)
+    bot = DemoBot(server.ws_url, server.token, speed=50, seed=3)
+    session_id = await bot.session(turns=3, scenario="clean", script="order_status")
     await asyncio.sleep(0.3)
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}) as api:
         body = (await api.get(f"{server.url}/api/sessions/{session_id}/")).json()

@@ -1,8 +1,10 @@
 """python manage.py demo_bot: a simulated voice bot streaming into the dashboard.
 
 It is a client of the public ingest socket, like any real bot. With no
---token it issues an ingest token for the organization (setup, like reading
-a config file); the messages themselves travel only over the socket.
+--token it issues an ingest token for the organization and reads its agents
+(setup, like reading a config file); each session goes to one of them, and
+the agent's name picks how it behaves (rtvi_monitor.demo.PERSONAS). The
+messages themselves travel only over the socket.
 """
 
 import asyncio
@@ -11,7 +13,7 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import Agent, Organization
-from rtvi_monitor.demo import DemoBot
+from rtvi_monitor.demo import SCENARIOS, DemoBot
 from rtvi_monitor.models import IngestToken
 
 
@@ -27,30 +29,33 @@ class Command(BaseCommand):
         parser.add_argument("--sessions", type=int, default=0, help="Sessions to play (0: forever)")
         parser.add_argument("--concurrent", type=int, default=2, help="Sessions at once")
         parser.add_argument("--speed", type=float, default=1.0, help="Faster than real time when > 1")
+        parser.add_argument("--scenario", choices=list(SCENARIOS), help="Play only this scenario (default: a mix)")
+        parser.add_argument("--seed", type=int, help="Make the run reproducible (session ids aside)")
 
-    def handle(self, *args, url, token, org, agent, sessions, concurrent, speed, **options):
-        agents = []
+    def handle(self, *args, url, token, org, agent, sessions, concurrent, speed, scenario, seed, **options):
+        agents: list[tuple[str, str | None]] = []  # (id, name)
         if not token:
             organization = Organization.objects.filter(name=org).first()
             if organization is None:
                 raise CommandError(f"No organization {org!r}: run `manage.py seed_demo` or pass --token.")
             token = IngestToken.issue(organization, "demo bot")[1]
-            agents = [str(a.pk) for a in Agent.objects.filter(organization=organization, deleted_at__isnull=True)]
+            live = Agent.objects.filter(organization=organization, deleted_at__isnull=True).order_by("name")
+            agents = [(str(pk), name) for pk, name in live.values_list("pk", "name")]
         if agent:
-            agents = [agent]
+            agents = [a for a in agents if a[0] == agent] or [(agent, None)]
         self.stdout.write(f"Demo bot streaming to {url} ({'forever' if not sessions else f'{sessions} sessions'})")
-        asyncio.run(self.play(url, token, agents, sessions, concurrent, speed))
+        asyncio.run(self.play(url, token, agents, sessions, concurrent, speed, scenario, seed))
 
-    async def play(self, url, token, agents, sessions, concurrent, speed):
+    async def play(self, url, token, agents, sessions, concurrent, speed, scenario, seed):
         played = 0
 
         async def worker(n):
             nonlocal played
-            bot = DemoBot(url, token, speed=speed)
+            bot = DemoBot(url, token, speed=speed, seed=None if seed is None else seed + n)
             while not sessions or played < sessions:
                 played += 1
-                bot.agent_id = bot.random.choice(agents) if agents else None
-                session_id = await bot.session()
+                bot.agent_id, bot.agent_name = bot.random.choice(agents) if agents else (None, None)
+                session_id = await bot.session(scenario=scenario)
                 self.stdout.write(f"played {session_id}")
 
         await asyncio.gather(*(worker(n) for n in range(max(1, concurrent))))
