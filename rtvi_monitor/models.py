@@ -118,7 +118,11 @@ class Session(models.Model):
     class Meta:
         ordering = ["-started_at"]
         constraints = [models.UniqueConstraint(fields=["organization", "session_id"], name="session_id_unique_in_org")]
-        indexes = [models.Index(fields=["organization", "status", "-started_at"], name="session_list_idx")]
+        indexes = [
+            models.Index(fields=["organization", "status", "-started_at"], name="session_list_idx"),
+            # The Overview's "ended badly in 24 h" and the alerts' windows read by end time.
+            models.Index(fields=["organization", "-ended_at"], name="session_ended_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.session_id

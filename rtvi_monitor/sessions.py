@@ -3,7 +3,10 @@
 import uuid
 from datetime import datetime, timedelta
 
-from django.db.models import Q, QuerySet
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Cast, Coalesce, Floor
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -142,6 +145,22 @@ def overview(organization, now) -> dict:
 
 
 HOURS = 24
+PAST_HOURS_TTL = 120  # seconds the Overview's counts of earlier hours are reused
+BUCKET_MS = 10  # the resolution of the Overview's latency percentiles
+
+
+def _histogram_percentile(buckets: dict[int, int], p: float) -> float | None:
+    """The p-th percentile (nearest rank, as `percentile`) of values counted in BUCKET_MS buckets: a bucket's middle."""
+    total = sum(buckets.values())
+    if not total:
+        return None
+    rank = min(total - 1, max(0, round(p / 100 * (total - 1))))
+    seen = 0
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        if seen > rank:
+            return bucket * BUCKET_MS + BUCKET_MS / 2
+    return None  # not reached
 
 
 def agent_overview(organization, now) -> list[dict]:
@@ -149,62 +168,122 @@ def agent_overview(organization, now) -> list[dict]:
 
     Worst first: most sessions ending in a fatal error, then the highest share
     of sessions with errors, then the slowest p95. Latency is summarised from
-    the sessions' own figures, as in agent_stats().
+    the sessions' own figures as in agent_stats() (p50: the median of their
+    p50s; p95: the 95th percentile of their p95s), counted by the database in
+    BUCKET_MS buckets: a day of 100,000 sessions is a few thousand rows, not
+    100,000 (docs/BENCHMARKS.md).
     """
     since = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
-    rows = Session.objects.filter(organization=organization, agent__isnull=False).filter(
-        Q(status=Session.Status.LIVE) | Q(started_at__gte=since)
+    this_hour = since + timedelta(hours=HOURS - 1)
+    sessions = Session.objects.filter(organization=organization, agent__isnull=False)
+    live = dict(
+        sessions.filter(status=Session.Status.LIVE, bot_left_at__isnull=True)
+        .values("agent_id")
+        .annotate(n=Count("id"))
+        .values_list("agent_id", "n")
     )
+    # The hours before this one are counted once per PAST_HOURS_TTL (per process cache) and
+    # this hour on every load: a day of 100,000 sessions costs a load ~1/24th of a full count.
+    key = f"overview:{organization.pk}:{since.isoformat()}"
+    past = cache.get(key)
+    if past is None:
+        past = _counts(sessions, since, since, this_hour)
+        cache.set(key, past, PAST_HOURS_TTL)
+    current = _counts(sessions, since, this_hour, None)
     agents: dict[str, dict] = {}
-    for agent_id, name, status, away, started_at, p50, p95, errors, fatal, cost in rows.values_list(
-        "agent_id",
-        "agent__name",
-        "status",
-        "bot_left_at",
-        "started_at",
-        "latency_p50_ms",
-        "latency_p95_ms",
-        "error_count",
-        "fatal",
-        "cost_usd",
-    ):
+
+    def entry_of(agent_id, name) -> dict:
         entry = agents.get(str(agent_id))
         if entry is None:
             entry = agents[str(agent_id)] = {
                 "agent_id": str(agent_id),
                 "name": name,
-                "live": 0,
+                "live": live.get(agent_id, 0),
                 "sessions": 0,
                 "with_errors": 0,
                 "fatal": 0,
                 "cost_usd": None,
-                "hours": [{"sessions": 0, "p50s": [], "p95s": []} for _ in range(HOURS)],
+                "hours": [
+                    {"start": since + timedelta(hours=i), "sessions": 0, "p50": None, "p95": None} for i in range(HOURS)
+                ],
+                "_p50": [{} for _ in range(HOURS)],
+                "_p95": [{} for _ in range(HOURS)],
             }
-        entry["live"] += status == Session.Status.LIVE and away is None
-        if started_at < since:
-            continue
-        hour = entry["hours"][min(HOURS - 1, int((started_at - since).total_seconds() // 3600))]
-        hour["sessions"] += 1
-        entry["sessions"] += 1
-        entry["with_errors"] += bool(errors or fatal)
-        entry["fatal"] += fatal
-        if cost is not None:
-            entry["cost_usd"] = (entry["cost_usd"] or 0.0) + cost
-        if p50 is not None:
-            hour["p50s"].append(p50)
-            hour["p95s"].append(p95 if p95 is not None else p50)
+        return entry
+
+    for counts in (past, current):
+        for row in counts["totals"]:
+            entry = entry_of(row["agent_id"], row["agent__name"])
+            entry["hours"][row["hour"]]["sessions"] += row["sessions"]
+            entry["sessions"] += row["sessions"]
+            entry["with_errors"] += row["with_errors"]
+            entry["fatal"] += row["fatal"]
+            if row["cost"] is not None:
+                entry["cost_usd"] = (entry["cost_usd"] or 0.0) + row["cost"]
+        for name in ("_p50", "_p95"):
+            for agent_id, hour, bucket, n in counts[name]:
+                histogram = agents[str(agent_id)][name][hour]
+                histogram[int(bucket)] = histogram.get(int(bucket), 0) + n
+    for agent_id in live:
+        if str(agent_id) not in agents:  # live now, but started before the window
+            entry_of(agent_id, None)
     for entry in agents.values():
-        p50s, p95s = [], []
-        for index, hour in enumerate(entry["hours"]):
-            p50s += hour["p50s"]
-            p95s += hour["p95s"]
-            hour["start"] = since + timedelta(hours=index)
-            hour["p50"] = percentile(sorted(hour.pop("p50s")), 50)
-            hour["p95"] = percentile(sorted(hour.pop("p95s")), 95)
-        entry["p50"] = percentile(sorted(p50s), 50)
-        entry["p95"] = percentile(sorted(p95s), 95)
+        p50s, p95s = entry.pop("_p50"), entry.pop("_p95")
+        for hour, p50, p95 in zip(entry["hours"], p50s, p95s, strict=True):
+            hour["p50"], hour["p95"] = _histogram_percentile(p50, 50), _histogram_percentile(p95, 95)
+        entry["p50"] = _histogram_percentile(_merged(p50s), 50)
+        entry["p95"] = _histogram_percentile(_merged(p95s), 95)
         entry["error_rate"] = entry["with_errors"] / entry["sessions"] if entry["sessions"] else None
         entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
     return sorted(
         agents.values(), key=lambda e: (-e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or "")
     )
+
+
+def _counts(sessions, since, start, end) -> dict:
+    """The sessions started in [start, end), counted by agent and hour of the window (from `since`)."""
+    # The hour as a number, in SQL every database runs natively (SQLite's date functions are Python
+    # callbacks in Django: 100,000 calls a query).
+    hour = Case(
+        *(When(started_at__gte=since + timedelta(hours=i), then=Value(i)) for i in range(HOURS - 1, 0, -1)),
+        default=Value(0),
+    )
+    recent = sessions.filter(started_at__gte=start)
+    if end is not None:
+        recent = recent.filter(started_at__lt=end)
+    recent = recent.annotate(hour=hour)
+    counts = {
+        "totals": list(
+            recent.values("agent_id", "agent__name", "hour").annotate(
+                sessions=Count("id"),
+                with_errors=Count("id", filter=Q(error_count__gt=0) | Q(fatal=True)),
+                fatal=Count("id", filter=Q(fatal=True)),
+                cost=Sum("cost_usd"),
+            )
+        )
+    }
+    for name, value in (("_p50", F("latency_p50_ms")), ("_p95", Coalesce("latency_p95_ms", "latency_p50_ms"))):
+        counts[name] = list(
+            recent.filter(latency_p50_ms__isnull=False)
+            .annotate(bucket=_bucket(value))
+            .values("agent_id", "hour", "bucket")
+            .annotate(n=Count("id"))
+            .values_list("agent_id", "hour", "bucket", "n")
+        )
+    return counts
+
+
+def _bucket(value):
+    """floor(value / BUCKET_MS) natively: SQLite's CAST truncates (the same for latencies, never
+    negative) while Floor may be a Python callback there; PostgreSQL's CAST rounds, its FLOOR is native."""
+    if connection.vendor == "postgresql":
+        return Floor(value / BUCKET_MS)
+    return Cast(value / BUCKET_MS, IntegerField())
+
+
+def _merged(histograms: list[dict[int, int]]) -> dict[int, int]:
+    merged: dict[int, int] = {}
+    for histogram in histograms:
+        for bucket, n in histogram.items():
+            merged[bucket] = merged.get(bucket, 0) + n
+    return merged
