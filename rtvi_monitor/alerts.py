@@ -247,6 +247,10 @@ def _queue(rule: AlertRule, alert: Alert, event: str, now: datetime) -> None:
 
 def evaluate_all(now: datetime, context: dict) -> tuple[int, int]:
     """Every enabled rule of every organization; one failing rule never stops the others."""
+    # A rule switched off stops firing (quietly: nobody is told about a rule they turned off).
+    Alert.objects.filter(status=Alert.Status.FIRING, rule__enabled=False).update(
+        status=Alert.Status.RESOLVED, resolved_at=now
+    )
     fired = resolved = 0
     for rule in AlertRule.objects.filter(enabled=True).select_related("organization", "agent"):
         try:

@@ -214,6 +214,16 @@ def test_email_goes_through_djangos_backend(org, settings):
     assert AlertDelivery.objects.get().status == "sent"
 
 
+def test_a_rule_switched_off_stops_firing(org):
+    fatal = rule(org, C.FATAL_ERROR)
+    fatal_session(org, "call-1")
+    assert alerts.evaluate_all(timezone.now(), {}) == (1, 0)
+    AlertRule.objects.filter(pk=fatal.pk).update(enabled=False)
+    alerts.evaluate_all(timezone.now(), {})
+    assert Alert.objects.get().status == "resolved"
+    assert not AlertDelivery.objects.filter(event="resolved").exists()
+
+
 def test_one_bad_rule_does_not_stop_the_others(org, monkeypatch):
     good = rule(org, C.FATAL_ERROR)
     rule(org, C.ERROR_RATE)
