@@ -17,35 +17,65 @@ from rtvi_monitor.sessions import BadFilter, filter_sessions
 PAGE_SIZE = 50
 
 
-def _page(queryset, cursor: str):
-    """Keyset pagination on (started_at, pk): as fast on page 2,000 as on page 1."""
-    if cursor:
-        stamp, _, pk = cursor.rpartition("_")
-        try:
-            started = datetime.fromisoformat(stamp)
-            pk = int(pk)
-        except ValueError:
-            raise BadRequest("before: not a cursor this page made") from None
-        queryset = queryset.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
-    rows = list(queryset[: PAGE_SIZE + 1])
-    more = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
-    next_cursor = f"{rows[-1].started_at.isoformat()}_{rows[-1].pk}" if more else ""
-    return rows, next_cursor
+def _cursor(session: Session) -> str:
+    """Where a page starts or ends: the session's place in the list's order, (started_at, pk)."""
+    return f"{session.started_at.isoformat()}_{session.pk}"
+
+
+def _key(cursor: str, name: str) -> tuple[datetime, int]:
+    stamp, _, pk = cursor.rpartition("_")
+    try:
+        return datetime.fromisoformat(stamp), int(pk)
+    except ValueError:
+        raise BadRequest(f"{name}: not a cursor this page made") from None
+
+
+def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], str, str]:
+    """Keyset pagination on (started_at, pk), newest first, both ways: as fast on page 2,000 as on page 1.
+
+    `before` gives the page of sessions just older than a cursor, `after` the page of sessions
+    just newer than one (read oldest first, then shown newest first); with neither, the newest page.
+    Returns the rows, then the cursors for the older page and the newer page ("" when there is
+    none). Newer pages are cursors too, not offsets, so that sessions starting meanwhile never
+    shift the pages a user walks back through.
+    """
+    if before and after:
+        raise BadRequest("before and after: give one cursor, not both")
+    if after:
+        started, pk = _key(after, "after")
+        newer_side = Q(started_at__gt=started) | Q(started_at=started, pk__gt=pk)
+        rows = list(queryset.filter(newer_side).order_by("started_at", "pk")[: PAGE_SIZE + 1])
+        more_newer = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE][::-1]
+        more_older = True  # the session at the cursor, at least, is older
+    else:
+        if before:
+            started, pk = _key(before, "before")
+            queryset = queryset.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
+        rows = list(queryset[: PAGE_SIZE + 1])
+        more_older = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        more_newer = bool(before)  # the session at the cursor, at least, is newer
+    older = _cursor(rows[-1]) if rows and more_older else ""
+    newer = _cursor(rows[0]) if rows and more_newer else ""
+    return rows, older, newer
 
 
 @require_GET
 @staff_required
 def session_list(request):
     organization = organization_of(request.user)
-    error, sessions, next_cursor = "", [], ""
+    error, sessions, older, newer = "", [], "", ""
+    before, after = request.GET.get("before", ""), request.GET.get("after", "")
     if organization is not None:
         try:
-            sessions, next_cursor = _page(filter_sessions(organization, request.GET), request.GET.get("before", ""))
+            sessions, older, newer = _page(filter_sessions(organization, request.GET), before, after)
         except BadFilter as exc:
             error = str(exc)
-    params = request.GET.copy()
-    params["before"] = next_cursor
+    newer_url = _page_url(request.GET, after=newer) if newer else ""
+    if not sessions and (before or after):
+        # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
+        newer_url = _page_url(request.GET)
     return render(
         request,
         "rtvi_monitor/session_list.html",
@@ -55,10 +85,26 @@ def session_list(request):
             "error": error,
             "filters": request.GET,
             "agents": Agent.objects.filter(organization=organization) if organization else [],
-            "next_url": f"?{params.urlencode()}" if next_cursor else "",
-            "config": {"ws": "/ws/sessions/", "session_url": reverse("session_list")},
+            # The list runs newest first: the next page is older, the previous one newer.
+            "next_url": _page_url(request.GET, before=older) if older else "",
+            "previous_url": newer_url,
+            "config": {
+                "ws": "/ws/sessions/",
+                "session_url": reverse("session_list"),
+                # Sessions that end meanwhile are listed on the newest page only: there, the page offers a reload.
+                "newest_page": not newer_url,
+            },
         },
     )
+
+
+def _page_url(params, **cursor: str) -> str:
+    """The query string of another page of the same filtered list: the filters kept, one cursor (or none)."""
+    params = params.copy()
+    for name in ("before", "after"):
+        params.pop(name, None)
+    params.update(cursor)
+    return f"?{params.urlencode()}"
 
 
 @require_GET

@@ -15,7 +15,7 @@ def test_a_newcomer_logs_in_and_sees_the_demo_agents(page, demo_server):
     page.goto(f"{server.url}/agents/")
     assert "/login/" in page.url
     log_in(page, server, username, password)
-    page.wait_for_selector("text=Is everything fine?")  # home
+    page.wait_for_selector("text=Is anything wrong?")  # home
     page.screenshot(path=str(SCREENSHOTS / "home.png"), full_page=True)
     page.goto(f"{server.url}/agents/")
     names = page.locator("table.data tbody td:first-child > a").all_inner_texts()

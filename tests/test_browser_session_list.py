@@ -1,9 +1,17 @@
-"""The live session list in Debian's Chromium: a session whose bot is away says so, and leaves when the grace runs out."""
+"""The sessions page in Debian's Chromium, against the real server and bots on the real ingest socket.
+
+A session whose bot is away says so, and leaves the live table when the grace runs out; live rows
+are newest first; the history's rows follow their sessions as they end; both tables write a session
+the same way, the server's rows and the browser's alike; the history pages go older and newer.
+The browser runs in Paris, in British English: every time must be the operator's, not the server's UTC.
+"""
 
 import json
 import re
 import time
 import uuid
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 import websockets.sync.client as ws
@@ -13,7 +21,12 @@ from tests.sockets import rtvi, wrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 GRACE = 3  # seconds: SESSION_END_GRACE of this module's server
-AWAY = re.compile(r"^bot away since \d\d:\d\d:\d\d — the session ends if it does not return within the grace period$")
+OPERATOR = {"timezone_id": "Europe/Paris", "locale": "en-GB"}
+PARIS = ZoneInfo("Europe/Paris")
+AWAY = re.compile(
+    r"^bot away since \d\d:\d\d:\d\d CES?T — the session ends if it does not return within the grace period$"
+)
+AGO = re.compile(r"^(just now|\d+ s ago|\d+ min ago|\d+ h ago|\d{4}-\d\d-\d\d \d\d:\d\d)$")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +62,7 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
     server, username, password = short_grace_server
     session_id = f"browser-away-{uuid.uuid4().hex[:6]}"
     token = server.manage("create_ingest_token", "--org", "Demo Voice Co").splitlines()[-1]
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, **OPERATOR)
     try:
         page = context.new_page()
         log_in(page, server, username, password)
@@ -92,6 +105,162 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
         page.wait_for_selector("#conn:text('connected')")
         assert page.locator(row).count() == 0
         history = page.locator("#history tr", has=page.locator(f"a:text-is('{session_id}')"))
-        assert history.locator(".pill").all_inner_texts() == ["ended"]
+        assert history.locator(".pill").all_inner_texts() == ["ended (bot disconnected)"]
+    finally:
+        context.close()
+
+
+def ids_in(page, table, ours):
+    """The session ids of a table, top to bottom, of the sessions this test made."""
+    ids = page.locator(f"#{table} tr[data-session]").evaluate_all("(rows) => rows.map((r) => r.dataset.session)")
+    return [i for i in ids if i in ours]
+
+
+def cells(page, table, session_id):
+    """A row's cells as HTML, with what ages (how long ago) left out: the markup both tables must share."""
+    return page.locator(f"#{table} tr[data-session='{session_id}']").evaluate(
+        """(row) => [...row.cells].map((cell) => {
+            const copy = cell.cloneNode(true);
+            for (const time of copy.querySelectorAll('time.when')) time.textContent = '';
+            return copy.innerHTML;
+        })"""
+    )
+
+
+def assert_operator_times(page, selector):
+    """Every moment in `selector`: how long ago, and on hover the full time in Paris, 24-hour, the zone named."""
+    times = page.locator(f"{selector} time.when")
+    assert times.count() > 0
+    for time_ in times.all():
+        assert AGO.match(time_.inner_text()), time_.inner_text()
+        moment = datetime.fromisoformat(time_.get_attribute("datetime")).astimezone(PARIS)
+        assert time_.get_attribute("title") == moment.strftime("%Y-%m-%d %H:%M:%S %Z")  # e.g. "... 14:03:07 CET"
+    text = page.locator(selector).inner_text()
+    assert "UTC" not in text and " AM" not in text and " PM" not in text and " ago ago" not in text
+
+
+def test_both_tables_follow_the_sessions_alike(browser, short_grace_server):
+    server, username, password = short_grace_server
+    token = server.manage("create_ingest_token", "--org", "Demo Voice Co").splitlines()[-1]
+    run = uuid.uuid4().hex[:6]
+    a, b, c, d = (f"follow-{run}-{name}" for name in "abcd")
+    ours = {a, b, c, d}
+    bots = {}
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, **OPERATOR)
+    try:
+        # Three calls start one after another before the page opens; the first has an error.
+        for session_id in (a, b, c):
+            bots[session_id] = connect_bot(server, token, session_id)
+            send(bots[session_id], 1, "client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "from-client")
+            time.sleep(0.05)
+        send(bots[a], 2, "error", {"error": "TTS hiccup", "fatal": False})
+        page = context.new_page()
+        log_in(page, server, username, password)
+        page.goto(f"{server.url}/sessions/")
+        page.wait_for_selector(f"#live-sessions tr[data-session='{a}'] .pill.error")
+
+        # Newest start first, in the table the browser fills and in the one the server rendered.
+        assert ids_in(page, "live-sessions", ours) == [c, b, a]
+        assert ids_in(page, "history", ours) == [c, b, a]
+        # A call that starts now goes on top.
+        bots[d] = connect_bot(server, token, d)
+        send(bots[d], 1, "client-ready", {"version": "2.1.0"}, "from-client")
+        page.wait_for_selector(f"#live-sessions tr[data-session='{d}']")
+        assert ids_in(page, "live-sessions", ours) == [d, c, b, a]
+
+        # The same session reads the same in both tables: its errors as a red pill, its times the operator's.
+        page.wait_for_selector(f"#history tr[data-session='{a}'] .pill.error")
+        assert cells(page, "live-sessions", a) == cells(page, "history", a)
+        assert (
+            page.locator(f"#history tr[data-session='{a}'] td").last.inner_html() == '<span class="pill error">1</span>'
+        )
+        assert page.locator(f"#history tr[data-session='{b}'] td").last.inner_html() == "0"
+        assert_operator_times(page, "#live-sessions")
+        assert_operator_times(page, "#history")
+
+        # A call of the history ends: it leaves the live table and its history row says so, in place.
+        assert not page.locator("#history-stale").is_visible()
+        bots.pop(b).close()
+        page.wait_for_selector(f"#history tr[data-session='{b}'][data-status='ended']", timeout=30000)
+        assert page.locator(f"#live-sessions tr[data-session='{b}']").count() == 0
+        assert page.locator(f"#history tr[data-session='{b}'] .pill").inner_text() == "ended (bot disconnected)"
+        assert ids_in(page, "history", ours) == [c, b, a]
+        ended_by_the_browser = cells(page, "history", b)
+        assert not page.locator("#history-stale").is_visible()
+
+        # A call the history does not show ends: the page says a reload would show it.
+        bots.pop(d).close()
+        page.wait_for_selector(f"#live-sessions tr[data-session='{d}']", state="detached", timeout=30000)
+        page.wait_for_selector("#history-stale", state="visible")
+
+        # Reloaded, the server renders the ended row exactly as the browser did.
+        page.click("#history-stale a")
+        page.wait_for_selector(f"#history tr[data-session='{d}']")
+        assert not page.locator("#history-stale").is_visible()
+        assert cells(page, "history", b) == ended_by_the_browser
+        assert ids_in(page, "history", ours) == [d, c, b, a]
+        assert_operator_times(page, "#history")
+    finally:
+        for bot in bots.values():
+            bot.close()
+        context.close()
+
+
+def test_the_history_pages_go_older_and_newer(browser, short_grace_server):
+    server, username, password = short_grace_server
+    run = uuid.uuid4().hex[:6]
+    # 120 ended sessions of one agent, a minute apart; #49 and #50 started at the same moment, across a page's end.
+    agent_id = server.manage(
+        "shell",
+        "-c",
+        f"""
+from datetime import timedelta
+from django.utils import timezone
+from dashboard.models import Agent, Organization
+from rtvi_monitor.models import Session
+org = Organization.objects.get(name="Demo Voice Co")
+agent = Agent.objects.create(organization=org, name="pager-{run}")
+base = timezone.now() - timedelta(minutes=5)
+starts = [base - timedelta(minutes=49 if i == 50 else i) for i in range(120)]
+Session.objects.bulk_create(
+    Session(organization=org, agent=agent, session_id=f"page-{run}-{{i:03d}}", status="ended",
+            started_at=start, ended_at=start + timedelta(seconds=95), end_reason="bot disconnected")
+    for i, start in enumerate(starts)
+)
+print(agent.pk)
+""",
+    ).splitlines()[-1]
+    names = [f"page-{run}-{i:03d}" for i in range(120)]
+    # Newest first; the two of the same moment by creation, latest first.
+    expected = [*names[:49], names[50], names[49], *names[51:]]
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, **OPERATOR)
+    try:
+        page = context.new_page()
+        log_in(page, server, username, password)
+        page.goto(f"{server.url}/sessions/?agent={agent_id}")
+
+        def shown():
+            return ids_in(page, "history", set(names))
+
+        pages = [shown()]
+        assert page.locator("a[rel=prev]").count() == 0  # the newest page: nothing newer
+        while page.locator("a[rel=next]").count():
+            page.click("a[rel=next]")
+            page.wait_for_load_state()
+            pages.append(shown())
+        assert [len(p) for p in pages] == [50, 50, 20]
+        assert [i for p in pages for i in p] == expected
+        assert f"agent={agent_id}" in page.url  # the filters go along
+        assert page.locator("#history tr[data-session] td:nth-child(5)").first.inner_text() == "1 min 35 s"
+        assert_operator_times(page, "#history")
+
+        # And back, page by page, to the newest.
+        back = [shown()]
+        while page.locator("a[rel=prev]").count():
+            page.click("a[rel=prev]")
+            page.wait_for_load_state()
+            back.append(shown())
+        assert back == pages[::-1]
+        assert page.locator("a[rel=next]").count() == 1
     finally:
         context.close()

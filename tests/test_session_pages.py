@@ -40,14 +40,14 @@ def test_the_agents_page_shows_live_sessions_and_latency(staff_client, org, agen
     httpx_mock.add_response(url=URL, json={"services": [{**AGENT, "id": str(agents[0].pk)}]})
     make_session(org, "live-1", agent=agents[0], latency_p50_ms=650, latency_p95_ms=900)
     html = staff_client.get("/agents/").content.decode()
-    assert 'data-testid="live-count">1<' in html and "650 / 900 ms" in html
+    assert 'data-testid="live-count">1<' in html and "650 ms / 900 ms" in html
     assert f"/sessions/?agent={agents[0].pk}" in html
 
 
 def test_the_list_shows_history_with_its_columns(staff_client, org, agents):
     make_session(org, agent=agents[0], turn_count=4, latency_p50_ms=820, latency_p95_ms=1400, error_count=2)
     html = staff_client.get("/sessions/").content.decode()
-    assert "call-1" in html and "support-bot" in html and "820 / 1400 ms" in html
+    assert "call-1" in html and "support-bot" in html and "820 ms / 1.4 s" in html
     assert 'class="pill error">2<' in html
 
 

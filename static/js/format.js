@@ -1,8 +1,11 @@
-// Pure helpers: the session's derived state to what the session page shows. No DOM here.
+// Formatting for every page: the product's one time format and one duration format, and
+// the session's derived state as the session pages show it.
 //
 // `state` is the server's SessionState.to_dict() (rtvi_monitor/state.py), kept
 // current by model.js. Every rule that derives it lives on the server; these
-// helpers only pick, order and format what it derived.
+// helpers only pick, order and format what it derived. Everything here is pure
+// except showTime and upgradeTimes, which fill <time class="when"> elements
+// (base.html runs upgradeTimes on every page).
 
 export const MAX_LOG = 2000;
 
@@ -50,10 +53,100 @@ export function formatValue(value, indent) {
   return JSON.stringify(value, null, indent);
 }
 
-/** Local wall-clock time as HH:MM:SS. */
-export function clock(date) {
+// Times. Servers send UTC (ISO 8601); an operator reads them in the browser's time zone,
+// 24-hour, with the zone named: the server cannot know the operator's zone, the browser does.
+
+const RECENT_S = 10; // younger than this is "just now"
+const SKEW_S = 60; // a time this far in the future is not clock skew: shown as a date
+const DAY_S = 86400; // older than a day: the date says more than "31 h ago"
+const FORMATS = new Map(); // Intl.DateTimeFormat by language and zone: a page fills hundreds of times
+
+/**
+ * A date's fields in a time zone (the browser's by default), numbers zero-padded, and the zone's short name
+ * in the browser's language ("CET", "EST", "GMT+5:30"; "UTC" for UTC).
+ * @param {Date} date
+ * @param {{timeZone?: string, locale?: string}} [where] for tests: a zone and language other than the browser's
+ */
+function dateFields(date, { timeZone, locale } = {}) {
+  const key = `${locale}|${timeZone}`;
+  let format = FORMATS.get(key);
+  if (!format) {
+    const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short", timeZone };
+    format = new Intl.DateTimeFormat(locale, options);
+    FORMATS.set(key, format);
+  }
+  const parts = format.formatToParts(date);
+  return Object.fromEntries(parts.filter((p) => p.type !== "literal").map((p) => [p.type, p.value]));
+}
+
+/** "2026-11-23 14:03:07 CET": the full time, 24-hour, in the operator's zone, the zone named. "?" for an invalid date. */
+export function absoluteTime(date, where) {
   if (Number.isNaN(date.getTime())) return "?";
-  return [date.getHours(), date.getMinutes(), date.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+  const f = dateFields(date, where);
+  return `${f.year}-${f.month}-${f.day} ${f.hour}:${f.minute}:${f.second} ${f.timeZoneName}`;
+}
+
+/** "14:03:07 CET": the time of day alone, for a moment that is today (a bot away since when). */
+export function clockTime(date, where) {
+  if (Number.isNaN(date.getTime())) return "?";
+  const f = dateFields(date, where);
+  return `${f.hour}:${f.minute}:${f.second} ${f.timeZoneName}`;
+}
+
+/**
+ * How long ago: "just now", "12 s ago", "4 min ago", "3 h ago", then the date and minute ("2026-11-21 09:15")
+ * in the operator's zone. A time slightly in the future (the browser's clock behind the server's) is "just now".
+ * @param {Date} date
+ * @param {number} now epoch milliseconds
+ */
+export function relativeTime(date, now, where) {
+  if (Number.isNaN(date.getTime())) return "?";
+  const seconds = (now - date.getTime()) / 1000;
+  if (seconds <= -SKEW_S || seconds >= DAY_S) {
+    const f = dateFields(date, where);
+    return `${f.year}-${f.month}-${f.day} ${f.hour}:${f.minute}`;
+  }
+  if (seconds < RECENT_S) return "just now";
+  if (seconds < 60) return `${Math.floor(seconds)} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  return `${Math.floor(seconds / 3600)} h ago`;
+}
+
+/**
+ * Fills one <time datetime="(ISO 8601)"> element: how long ago as its text, the full time as its title.
+ * The server renders it with UTC text (dashboard/_when.html); this is what makes it the operator's.
+ * @param {{getAttribute(name: string): string | null, textContent: string, title: string}} element
+ */
+export function showTime(element, now = Date.now()) {
+  const date = new Date(element.getAttribute("datetime") || "");
+  if (Number.isNaN(date.getTime())) return; // keep the server's text
+  element.textContent = relativeTime(date, now);
+  element.title = absoluteTime(date);
+}
+
+/** Every <time class="when"> under `root`, filled by showTime: on load, then again so that "just now" ages. */
+export function upgradeTimes(root = document, now = Date.now()) {
+  for (const element of root.querySelectorAll("time.when")) showTime(element, now);
+}
+
+/**
+ * A duration, rounded as a person says it: "380 ms", "1.2 s", "12 s", "4 min 05 s", "1 h 02 min"; "—" when unknown.
+ * dashboard/templatetags/dashboard_format.py's `duration` filter is the same rules in Python, tested on the same
+ * cases: keep both in step. Rounding is half up (floor of x + 0.5) in both languages, so they agree to the digit.
+ * @param {number | null | undefined} ms
+ */
+export function formatDuration(ms) {
+  if (typeof ms !== "number" || !Number.isFinite(ms)) return "—";
+  const value = Math.max(ms, 0);
+  const wholeMs = Math.floor(value + 0.5);
+  if (wholeMs < 1000) return `${wholeMs} ms`;
+  const tenths = Math.floor(value / 100 + 0.5);
+  if (tenths < 100) return `${Math.floor(tenths / 10)}.${tenths % 10} s`;
+  const seconds = Math.floor(value / 1000 + 0.5);
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, "0")} s`;
+  const minutes = Math.floor(value / 60000 + 0.5);
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
 }
 
 /**
@@ -68,7 +161,7 @@ export function sessionStatus(row, state) {
     return { kind: "ended", text: reason ? `ended (${reason})` : "ended" };
   }
   if (row?.bot === "away") {
-    const since = row.away_since ? clock(new Date(row.away_since)) : "?";
+    const since = row.away_since ? clockTime(new Date(row.away_since)) : "?";
     return { kind: "away", text: `bot away since ${since} — the session ends if it does not return within the grace period` };
   }
   return { kind: "live", text: "live" };
@@ -77,14 +170,30 @@ export function sessionStatus(row, state) {
 /** The latency line of the Now panel, from state.latency (the server's percentiles). */
 export function latencyText(latency, turns) {
   if (!latency || latency.p50 == null) return "—";
-  const ms = (v) => `${Math.round(v)} ms`;
-  return `p50 ${ms(latency.p50)} · p95 ${ms(latency.p95)} · max ${ms(latency.max)} (${turns} turn${turns === 1 ? "" : "s"})`;
+  const { p50, p95, max } = latency;
+  return `p50 ${formatDuration(p50)} · p95 ${formatDuration(p95)} · max ${formatDuration(max)} (${turns} turn${turns === 1 ? "" : "s"})`;
+}
+
+/** A session row's turn latency as the lists show it: "820 ms / 1.4 s" (p50 / p95), or "—". */
+export function latencyPair(latency) {
+  if (!latency || latency.p50 == null) return "—";
+  return `${formatDuration(latency.p50)} / ${formatDuration(latency.p95)}`;
+}
+
+/**
+ * Session rows in the order the lists show them: newest start first, then by id, descending
+ * (the history's order is started_at then primary key; the rows the socket sends carry no key).
+ */
+export function newestFirst(a, b) {
+  const started = Date.parse(b.started_at) - Date.parse(a.started_at);
+  if (started !== 0) return started;
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
 }
 
 /** Token, character and audio totals as one line. */
 export function totalsText(totals) {
   const t = { characters: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, stt_audio_seconds: 0, ...totals };
-  const audio = t.stt_audio_seconds ? ` · ${t.stt_audio_seconds} s of audio transcribed` : "";
+  const audio = t.stt_audio_seconds ? ` · ${formatDuration(t.stt_audio_seconds * 1000)} of audio transcribed` : "";
   return `${t.total_tokens} tokens (${t.prompt_tokens} prompt, ${t.completion_tokens} completion) · ${t.characters} characters${audio}`;
 }
 
@@ -108,7 +217,7 @@ function who(item) {
 }
 
 function functionCallText(call) {
-  const took = call.duration_ms == null ? "" : ` in ${call.duration_ms} ms`;
+  const took = call.duration_ms == null ? "" : ` in ${formatDuration(call.duration_ms)}`;
   const args = call.args == null ? "" : ` · args ${formatValue(call.args)}`;
   const result = call.result == null ? "" : ` · result ${formatValue(call.result)}`;
   return `function ${call.function_name || "(unnamed)"}: ${call.status}${took}${args}${result}`;

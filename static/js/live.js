@@ -1,4 +1,5 @@
 // A WebSocket that reconnects with backoff, says when it is down, and joins frames sent in parts.
+import { formatDuration } from "./format.js";
 
 /**
  * Turns the socket's text messages into frames. A frame too big for one
@@ -50,9 +51,10 @@ export function liveSocket(url, onFrame, status) {
       if (frame !== null) onFrame(frame, socket);
     };
     socket.onclose = () => {
-      status.textContent = `disconnected, retrying in ${Math.round(delay / 1000)} s…`;
+      const wait = delay * (0.75 + Math.random() / 2); // jittered: a restarted server is not hit by every tab at once
+      status.textContent = `disconnected, retrying in ${formatDuration(wait)}…`;
       status.classList.add("down");
-      setTimeout(open, delay * (0.75 + Math.random() / 2));
+      setTimeout(open, wait);
       delay = Math.min(delay * 2, 10000);
     };
   };

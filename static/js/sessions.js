@@ -1,67 +1,132 @@
-// The sessions page: live sessions appear, update, go away and come back, and leave as they end.
+// The sessions page: the live table follows the socket (sessions start, update, go away and come
+// back, and leave as they end), and the history's rows update in place.
+//
+// Why in place, rather than moving an ended session to the top of the history: the history is the
+// server's answer to a filtered, paginated query. Whether a session that just ended matches "words
+// said" or "with errors", or belongs on this page at all, is the server's to say, and the browser
+// derives nothing. So the page keeps the rows it has true (a session in it that ends reads "ended"
+// at once), and says when a reload would show the history as it now is.
 import { liveSocket } from "./live.js";
-import { sessionStatus } from "./format.js";
+import { formatDuration, latencyPair, newestFirst, sessionStatus, showTime } from "./format.js";
 
 const config = JSON.parse(document.getElementById("sessions-config").textContent);
-const body = document.querySelector("#live-sessions tbody");
-const empty = body.querySelector("tr.empty");
-const rows = new Map();
+const liveBody = document.querySelector("#live-sessions tbody");
+const empty = liveBody.querySelector("tr.empty");
+const live = new Map(); // session id -> {row, session}: the live table, in no particular order
+const history = new Map([...document.querySelectorAll("#history tr[data-session]")].map((row) => [row.dataset.session, row]));
+const stale = document.getElementById("history-stale");
 
-function cell(text) {
+function cell(...content) {
   const td = document.createElement("td");
-  td.textContent = text;
+  td.append(...content); // strings become text nodes: a bot's words are never HTML
   return td;
 }
 
-// The row's own words (the session page's status pill): live, or bot away since when.
-function statusCell(session) {
-  const status = sessionStatus(session, null);
-  const pill = document.createElement("span");
-  pill.className = `pill ${status.kind}`;
-  pill.textContent = status.text;
-  const td = document.createElement("td");
-  td.append(pill);
-  return td;
+function pill(kind, text) {
+  const span = document.createElement("span");
+  span.className = `pill ${kind}`;
+  span.textContent = text;
+  return span;
 }
 
-function render(session) {
-  if (session.status === "ended") return forget(session);
-  let row = rows.get(session.id);
-  if (!row) {
-    row = document.createElement("tr");
-    row.dataset.session = session.id;
-    rows.set(session.id, row);
-    body.prepend(row);
-  }
-  row.dataset.bot = session.bot || "";
+// As dashboard/_when.html writes a moment; showTime makes it "4 min ago", base.html keeps it ageing.
+function when(iso) {
+  const time = document.createElement("time");
+  time.className = "when";
+  time.setAttribute("datetime", iso);
+  showTime(time);
+  return time;
+}
+
+/**
+ * One session's cells, from a row the socket sent, as templates/rtvi_monitor/_session_cells.html
+ * renders them from the database: keep both in step (tests/test_browser_session_list.py compares them).
+ */
+function sessionCells(session) {
   const link = document.createElement("a");
-  link.href = `${config.session_url}${encodeURIComponent(session.id)}/`;
+  // Session ids are URL-safe by rule (rtvi_monitor.models.SESSION_ID_RE); ":" stays, as Django's reverse() writes it.
+  link.href = `${config.session_url}${encodeURIComponent(session.id).replaceAll("%3A", ":")}/`;
   link.textContent = session.id;
-  const first = document.createElement("td");
-  first.append(link);
-  const latency = session.latency && session.latency.p50 != null ? `${Math.round(session.latency.p50)} / ${Math.round(session.latency.p95)} ms` : "—";
-  row.replaceChildren(first, statusCell(session), cell(session.agent_name || "—"), cell(new Date(session.started_at).toLocaleTimeString()),
-    cell(String(session.event_count)), cell(String(session.turn_count)), cell(latency), cell(String(session.interruption_count)),
-    cell(String(session.error_count)));
+  const status = sessionStatus(session, null);
+  const duration = session.duration_s == null ? null : session.duration_s * 1000;
+  return [
+    cell(link),
+    cell(pill(status.kind, status.text)),
+    cell(session.agent_name || "—"),
+    cell(when(session.started_at)),
+    cell(formatDuration(duration)),
+    cell(String(session.event_count)),
+    cell(String(session.turn_count)),
+    cell(latencyPair(session.latency)),
+    cell(String(session.interruption_count)),
+    cell(session.error_count ? pill("error", String(session.error_count)) : "0"),
+  ];
+}
+
+function fill(row, session) {
+  row.dataset.status = session.status;
+  row.dataset.bot = session.bot || "";
+  row.replaceChildren(...sessionCells(session));
+}
+
+// A row of the live table, made or refilled; a new one goes where its start puts it, newest first.
+function showLive(session) {
+  const known = live.get(session.id);
+  if (known) {
+    known.session = session;
+    return fill(known.row, session);
+  }
+  const row = document.createElement("tr");
+  row.dataset.session = session.id;
+  fill(row, session);
+  // From the bottom up, past the rows of sessions that started earlier: a first frame, sorted, costs nothing.
+  let next = null;
+  for (let i = liveBody.rows.length - 1; i >= 0; i--) {
+    const other = live.get(liveBody.rows[i].dataset.session);
+    if (other && newestFirst(other.session, session) < 0) break;
+    next = liveBody.rows[i];
+  }
+  live.set(session.id, { row, session });
+  liveBody.insertBefore(row, next);
   empty.remove();
 }
 
-function forget(session) {
-  rows.get(session.id)?.remove();
-  rows.delete(session.id);
-  if (!rows.size) body.append(empty);
+function forgetLive(id) {
+  live.get(id)?.row.remove();
+  live.delete(id);
+  if (!live.size) liveBody.append(empty);
+}
+
+// A session of this page ended and the page cannot show it as it now is: its history row is out of
+// date (it ended while the socket was down), or the newest page would list it on a reload.
+function missedEnd(id) {
+  if (history.has(id) || config.newest_page) stale.hidden = false;
+}
+
+function showSession(session) {
+  if (session.status === "ended") {
+    forgetLive(session.id);
+    if (!history.has(session.id)) return missedEnd(session.id);
+  } else {
+    showLive(session);
+  }
+  if (history.has(session.id)) fill(history.get(session.id), session);
+}
+
+// The socket's first frame, and again after each reconnection: every live session as it is now.
+function showAllLive(sessions) {
+  const now = new Set(sessions.map((session) => session.id));
+  const wasLive = [...live.keys(), ...[...history].filter(([, row]) => row.dataset.status === "live").map(([id]) => id)];
+  for (const id of wasLive) if (!now.has(id)) missedEnd(id);
+  for (const id of [...live.keys()]) forgetLive(id);
+  for (const session of [...sessions].sort(newestFirst)) showSession(session);
 }
 
 function onFrame(frame) {
   if (frame.type === "live") {
-    for (const row of rows.values()) row.remove();
-    rows.clear();
-    body.append(empty);
-    frame.sessions.forEach(render);
-  } else if (["started", "updated", "away", "back"].includes(frame.type)) {
-    render(frame.session);
-  } else if (frame.type === "ended") {
-    forget(frame.session);
+    showAllLive(frame.sessions);
+  } else if (["started", "updated", "away", "back", "ended"].includes(frame.type)) {
+    showSession(frame.session);
   }
 }
 

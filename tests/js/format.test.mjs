@@ -1,21 +1,29 @@
-// Unit tests for static/js/format.js (node --test tests/js/): formatting the server's derived state.
+// Unit tests for static/js/format.js (node --test tests/js/): the product's time and duration formats,
+// and formatting the server's derived state. tests/test_format.py runs formatDuration on the same table
+// of cases as the server's `duration` filter.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  clock,
+  absoluteTime,
+  clockTime,
   countsText,
   eventType,
   fatalText,
+  formatDuration,
   formatValue,
   isPreview,
+  latencyPair,
   latencySeries,
   latencyText,
   mergeEvents,
   messageText,
   metricSeries,
+  newestFirst,
   peerText,
+  relativeTime,
   sessionStatus,
+  showTime,
   speaker,
   timelineEnd,
   timelineMarkers,
@@ -23,6 +31,7 @@ import {
   timelineStart,
   totalsText,
   transcriptEntries,
+  upgradeTimes,
 } from "../../static/js/format.js";
 
 const T0 = 1_750_000_000;
@@ -35,11 +44,119 @@ test("the speaker comes from state.speaking", () => {
   assert.equal(speaker({}), "nobody");
 });
 
+const PARIS = { timeZone: "Europe/Paris", locale: "en-GB" };
+const NEW_YORK = { timeZone: "America/New_York", locale: "en-US" };
+const UTC = { timeZone: "UTC", locale: "en-US" };
+const MOMENT = new Date("2026-11-23T13:03:07Z");
+
+test("an absolute time is 24-hour, in the operator's zone, the zone named", () => {
+  assert.equal(absoluteTime(MOMENT, PARIS), "2026-11-23 14:03:07 CET");
+  assert.equal(absoluteTime(MOMENT, NEW_YORK), "2026-11-23 08:03:07 EST");
+  assert.equal(absoluteTime(MOMENT, UTC), "2026-11-23 13:03:07 UTC");
+  // Midnight is 00, never 24 or 12 AM, and the date is the zone's own.
+  assert.equal(absoluteTime(new Date("2026-11-23T23:30:00Z"), PARIS), "2026-11-24 00:30:00 CET");
+  assert.equal(absoluteTime(new Date("2026-07-01T12:00:00Z"), PARIS), "2026-07-01 14:00:00 CEST");
+  assert.equal(clockTime(MOMENT, NEW_YORK), "08:03:07 EST");
+  assert.equal(absoluteTime(new Date("nonsense")), "?");
+  assert.equal(clockTime(new Date("nonsense")), "?");
+  // The browser's own zone when none is given.
+  assert.match(absoluteTime(MOMENT), /^2026-11-2[34] \d\d:\d\d:07 \S+$/);
+});
+
+test("a relative time says how long ago, then the date", () => {
+  const now = MOMENT.getTime();
+  const ago = (seconds) => relativeTime(new Date(now - seconds * 1000), now, PARIS);
+  const cases = [
+    [0, "just now"],
+    [9.9, "just now"],
+    [10, "10 s ago"],
+    [59.9, "59 s ago"],
+    [60, "1 min ago"],
+    [245, "4 min ago"],
+    [3599, "59 min ago"],
+    [3600, "1 h ago"],
+    [3 * 3600 + 59 * 60, "3 h ago"],
+    [86399, "23 h ago"],
+    [86400, "2026-11-22 14:03"],
+    [40 * 86400, "2026-10-14 15:03"], // a summer-time date, in summer time
+    [-30, "just now"], // the browser's clock a little behind the server's
+    [-61, "2026-11-23 14:04"], // a time in the future is not clock skew: its date
+  ];
+  for (const [seconds, text] of cases) assert.equal(ago(seconds), text, `${seconds} s ago`);
+  assert.equal(relativeTime(new Date("nonsense"), now), "?");
+});
+
+test("showTime and upgradeTimes fill <time class=when>: how long ago, the full time on hover", () => {
+  const element = (datetime, text) => ({ textContent: text, title: "server's", getAttribute: (name) => (name === "datetime" ? datetime : null) });
+  const now = MOMENT.getTime();
+  const recent = element("2026-11-23T13:03:00+00:00", "2026-11-23 13:03:00 UTC");
+  showTime(recent, now);
+  assert.equal(recent.textContent, "just now");
+  assert.equal(recent.title, absoluteTime(new Date("2026-11-23T13:03:00Z")));
+  // Unreadable: the server's UTC text stays.
+  const broken = element("yesterday", "2026-11-22 10:00:00 UTC");
+  showTime(broken, now);
+  assert.deepEqual([broken.textContent, broken.title], ["2026-11-22 10:00:00 UTC", "server's"]);
+  // The whole page, again later: "just now" ages.
+  const times = [element("2026-11-23T13:03:07Z", ""), element("2026-11-23T12:03:07.123456+00:00", "")];
+  const asked = [];
+  const root = {
+    querySelectorAll(selector) {
+      asked.push(selector);
+      return times;
+    },
+  };
+  upgradeTimes(root, now + 15_000);
+  assert.deepEqual(asked, ["time.when"]);
+  assert.deepEqual(times.map((t) => t.textContent), ["15 s ago", "1 h ago"]);
+});
+
+test("durations are rounded as a person says them", () => {
+  // The whole table, shared with the server's filter, is in tests/test_format.py; these are its landmarks.
+  const cases = [
+    [0, "0 ms"],
+    [380.491, "380 ms"],
+    [999.4, "999 ms"],
+    [999.5, "1.0 s"],
+    [1234, "1.2 s"],
+    [9949, "9.9 s"],
+    [9950, "10 s"],
+    [12_345, "12 s"],
+    [59_499, "59 s"],
+    [59_500, "1 min 00 s"],
+    [245_000, "4 min 05 s"],
+    [3_599_499, "59 min 59 s"],
+    [3_599_500, "1 h 00 min"],
+    [3_720_000, "1 h 02 min"],
+    [-5, "0 ms"],
+  ];
+  for (const [ms, text] of cases) assert.equal(formatDuration(ms), text, `${ms} ms`);
+  for (const unknown of [null, undefined, Number.NaN, Number.POSITIVE_INFINITY, "12"]) assert.equal(formatDuration(unknown), "—");
+});
+
 test("latency is the server's, written out", () => {
-  assert.equal(latencyText({ p50: 812.4, p95: 1500, max: 2100.6 }, 3), "p50 812 ms · p95 1500 ms · max 2101 ms (3 turns)");
+  assert.equal(latencyText({ p50: 812.4, p95: 1500, max: 2100.6 }, 3), "p50 812 ms · p95 1.5 s · max 2.1 s (3 turns)");
   assert.equal(latencyText({ p50: 800, p95: 800, max: 800 }, 1), "p50 800 ms · p95 800 ms · max 800 ms (1 turn)");
   assert.equal(latencyText({ p50: null, p95: null, max: null }, 0), "—");
   assert.equal(latencyText(undefined, 0), "—");
+  assert.equal(latencyPair({ p50: 820, p95: 1400, max: 1400 }), "820 ms / 1.4 s");
+  assert.equal(latencyPair({ p50: null, p95: null, max: null }), "—");
+});
+
+test("a function call's time and the audio transcribed are durations too", () => {
+  const state = { function_calls: [{ function_name: "lookup", status: "completed", duration_ms: 380.491, started_at: T0 }] };
+  assert.equal(transcriptEntries(state)[0].text, "function lookup: completed in 380 ms");
+  assert.match(totalsText({ stt_audio_seconds: 75.2 }), / · 1 min 15 s of audio transcribed$/);
+});
+
+test("session rows sort newest start first, then by id", () => {
+  const rows = [
+    { id: "b", started_at: "2026-11-23T13:00:00+00:00" },
+    { id: "c", started_at: "2026-11-23T13:05:00.250000+00:00" },
+    { id: "a", started_at: "2026-11-23T13:00:00+00:00" },
+    { id: "d", started_at: "2026-11-23T14:05:00+01:00" }, // the same instant as c's minute, written in another offset
+  ];
+  assert.deepEqual([...rows].sort(newestFirst).map((r) => r.id), ["c", "d", "b", "a"]);
 });
 
 test("totals, counts and the peers are one line each", () => {
@@ -91,14 +208,15 @@ test("the log keeps one row per seq, in order, the newest 2000", () => {
 
 test("the status pill says live, bot away since when, or ended and why", () => {
   assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: false }), { kind: "live", text: "live" });
-  const since = new Date(2025, 5, 1, 9, 5, 7);
+  const since = new Date(2025, 5, 1, 9, 5, 7); // the browser's own zone, as the pill says it
   const away = sessionStatus({ status: "live", bot: "away", away_since: since.toISOString() }, { ended: false });
   assert.equal(away.kind, "away");
-  assert.equal(away.text, "bot away since 09:05:07 — the session ends if it does not return within the grace period");
+  assert.equal(away.text, `bot away since ${clockTime(since)} — the session ends if it does not return within the grace period`);
+  assert.match(away.text, /^bot away since 09:05:07 \S+ — /);
   assert.deepEqual(sessionStatus({ status: "ended", end_reason: "bot disconnected", bot: null }, {}), { kind: "ended", text: "ended (bot disconnected)" });
   assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: true, end_reason: "fatal error" }), { kind: "ended", text: "ended (fatal error)" });
   assert.deepEqual(sessionStatus({ status: "ended", end_reason: "" }, null), { kind: "ended", text: "ended" });
-  assert.equal(clock(new Date("not a date")), "?");
+  assert.equal(sessionStatus({ status: "live", bot: "away", away_since: null }, null).text.startsWith("bot away since ? "), true);
 });
 
 test("the transcript interleaves lines, calls, server messages and errors by time", () => {
