@@ -1,5 +1,7 @@
 import os
 import socket
+import tempfile
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -97,6 +99,10 @@ def staff_client(client, staff_user):
 
 
 CHROMIUM = "/usr/bin/chromium"
+# Where browser tests leave their screenshots (to look at a failure). Not docs/screenshots: the
+# README's pictures come from the demo (docs/screenshots/take.py), never from a test session.
+SCREENSHOTS = Path(os.getenv("TEST_SCREENSHOTS", Path(tempfile.gettempdir()) / "rtvi-test-screenshots"))
+SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,10 @@
 """The agents pages in a real browser against the real server (daphne), seeded like `make run`."""
 
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import log_in
+from tests.conftest import SCREENSHOTS, log_in
 
 pytestmark = pytest.mark.browser
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 
 def test_a_newcomer_logs_in_and_sees_the_demo_agents(page, demo_server):
@@ -25,7 +22,6 @@ def test_a_newcomer_logs_in_and_sees_the_demo_agents(page, demo_server):
     page.click("text=Apply")
     page.wait_for_url("**deployments=1**")
     assert page.locator("code", has_text="registry.example.com/demo-voice-co/support-concierge:v42").count() == 1
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "agents.png"), full_page=True)
 
     page.click("text=support-concierge")

@@ -3,16 +3,14 @@
 import json
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import websockets.sync.client as ws
 
-from tests.conftest import log_in
+from tests.conftest import SCREENSHOTS, log_in
 from tests.sockets import rtvi, wrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 XSS = "<img src=x onerror=alert(1)>"
 SESSION = f"browser-live-{uuid.uuid4().hex[:6]}"  # new in every run, for shared databases
 
@@ -84,7 +82,6 @@ def test_a_live_session_in_the_browser(page, demo_server):
     bot.send("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "from-client")
     # The session appears live in the list.
     page.wait_for_selector(f"#live-sessions tr[data-session='{SESSION}']")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     page.click(f"#live-sessions a:text('{SESSION}')")
     page.wait_for_selector("#conn:text('connected')")

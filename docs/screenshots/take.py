@@ -1,0 +1,91 @@
+"""Take the README's screenshots from the demo: the dashboard seeded as `make run` seeds it, the demo bot
+playing its scenarios into it over the public ingest socket for a few minutes.
+
+.venv/bin/python docs/screenshots/take.py [--minutes 4]
+
+Needs Debian's Chromium (/usr/bin/chromium) and Playwright (requirements-dev.txt).
+"""
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests.server import DaphneServer  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def first(api, **params) -> str:
+    sessions = api.get("/api/sessions/", params={"limit": 50, **params}).json()["sessions"]
+    # The richest one: the most turns.
+    return max(sessions, key=lambda s: (s["turn_count"], s["event_count"]))["id"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=4)
+    args = parser.parse_args()
+    with DaphneServer(env={"ALERT_EVALUATE_INTERVAL": "2"}) as server:
+        username, password, key = server.seed_demo()
+        bot = subprocess.Popen(
+            [sys.executable, "manage.py", "demo_bot", "--url", server.ws_url, "--concurrent", "4", "--speed", "1.5"],
+            cwd=ROOT,
+            env=server.env,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(args.minutes * 60)
+            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"})
+            live, ended = first(api, status="live"), first(api, status="ended", has_errors="true")
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+                for scheme, width, height, shots in (
+                    (
+                        "light",
+                        1280,
+                        900,
+                        {
+                            "home.png": "/",
+                            "alerts.png": "/alerts/",
+                            "sessions.png": "/sessions/",
+                            "agents.png": "/agents/",
+                            "session.png": f"/sessions/{live}/",
+                            "session-detail-ended.png": f"/sessions/{ended}/",
+                        },
+                    ),
+                    ("dark", 1280, 900, {"session-dark.png": f"/sessions/{live}/"}),
+                    ("light", 390, 844, {"home-390.png": "/", "session-detail-live-390.png": f"/sessions/{live}/"}),
+                ):
+                    context = browser.new_context(
+                        viewport={"width": width, "height": height},
+                        color_scheme=scheme,
+                        timezone_id="Europe/Paris",
+                        locale="en-GB",
+                    )
+                    page = context.new_page()
+                    page.goto(f"{server.url}/login/")
+                    page.fill("#id_username", username)
+                    page.fill("#id_password", password)
+                    page.click("button[type=submit]")
+                    page.wait_for_load_state()
+                    for name, path in shots.items():
+                        page.goto(f"{server.url}{path}")
+                        page.wait_for_timeout(4000)  # the sockets connect, charts and times are drawn
+                        page.screenshot(path=str(HERE / name), full_page=scheme == "light")
+                        print(name, path)
+                    context.close()
+                browser.close()
+        finally:
+            bot.terminate()
+            bot.wait(10)
+
+
+if __name__ == "__main__":
+    main()
