@@ -1,5 +1,6 @@
-"""JSON for scripts: sessions, one session's derived state, and its messages as NDJSON."""
+"""JSON for scripts: sessions, one session's derived state, and its messages (NDJSON, pages, one by one)."""
 
+import re
 from functools import wraps
 
 from django.http import HttpResponse, StreamingHttpResponse
@@ -7,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.auth import key_or_staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
+from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session
@@ -98,6 +100,85 @@ def session_events_ndjson(request, session):
     response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
     return response
+
+
+EVENTS_PAGE = 100  # messages in a page when `limit` is not given
+SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²"
+SEQ_MAX = 2**63 - 1  # the column is a BigIntegerField
+DIRECTIONS = ("to-client", "from-client")
+
+
+def _page_params(params) -> dict:
+    """The events page's query parameters, checked; raises BadFilter naming a bad one."""
+    bounds = {}
+    for name in ("after", "before"):
+        raw = params.get(name, "")
+        if raw == "":
+            bounds[name] = None
+        elif SEQ.fullmatch(raw) and int(raw) <= SEQ_MAX:
+            bounds[name] = int(raw)
+        else:
+            raise BadFilter(f"{name}: expected a seq (a whole number from 0), got {raw!r}")
+    raw = params.get("limit", "")
+    if raw == "":
+        limit = EVENTS_PAGE
+    elif SEQ.fullmatch(raw) and 1 <= int(raw) <= MAX_LIMIT:
+        limit = int(raw)
+    else:
+        raise BadFilter(f"limit: expected a whole number from 1 to {MAX_LIMIT}, got {raw!r}")
+    type_ = params.get("type", "")
+    if len(type_) > protocol.MAX_TYPE:
+        raise BadFilter(f"type: longer than {protocol.MAX_TYPE} characters")
+    direction = params.get("direction", "")
+    if direction and direction not in DIRECTIONS:
+        raise BadFilter(f"direction: expected to-client or from-client, got {direction!r}")
+    return {**bounds, "limit": limit, "type": type_, "direction": direction}
+
+
+@json_methods("GET")
+@key_or_staff_required
+@with_session
+def session_events_page(request, session):
+    """GET /api/sessions/<session_id>/events/?after=&before=&limit=&type=&direction=: a page of stored messages.
+
+    Messages in seq order, long ones as previews (whole at events/<seq>/).
+    With `after`: the first `limit` messages after that seq (before `before`,
+    if given). Without it: the last `limit` before `before`, or the newest
+    ones. `type` and `direction` filter. `next_after` and `prev_before` are
+    the cursors of the next page each way (the page's last and first seq),
+    null when the session has no more such messages that way. Keyset on
+    the unique (session, seq) index: a page deep in a 100,000-message
+    session costs what the first does.
+    """
+    try:
+        params = _page_params(request.GET)
+    except BadFilter as exc:
+        return json_error(str(exc), 400)
+    matching = Event.objects.filter(session=session)
+    if params["type"]:
+        matching = matching.filter(type=params["type"])
+    if params["direction"]:
+        matching = matching.filter(direction=params["direction"])
+    after, before, limit = params["after"], params["before"], params["limit"]
+    window = matching
+    if after is not None:
+        window = window.filter(seq__gt=after)
+    if before is not None:
+        window = window.filter(seq__lt=before)
+    if after is not None:  # forwards from `after`
+        rows = list(window.order_by("seq")[:limit])
+    else:  # backwards from `before`, or from the newest
+        rows = list(window.order_by("-seq")[:limit])[::-1]
+    # Whether the session has more that way: each one seek on the index (a scan while filtering).
+    more_forward = bool(rows) and matching.filter(seq__gt=rows[-1].seq).exists()
+    more_back = bool(rows) and matching.filter(seq__lt=rows[0].seq).exists()
+    return StrictJsonResponse(
+        {
+            "events": [event_from_db(e, preview=True) for e in rows],
+            "next_after": rows[-1].seq if more_forward else None,
+            "prev_before": rows[0].seq if more_back else None,
+        }
+    )
 
 
 @json_methods("GET")

@@ -289,6 +289,7 @@ class SessionState:
         self._latency: dict | None = None  # cached until a turn is added
         self._pending_turn: dict | None = None  # the user stopped; the bot has not started speaking yet
         self._metrics_turn: dict | None = None  # the turn ttfb metrics still attach to
+        self._reply_turn: int | None = None  # the turn whose reply the next new bot line is
         self.llm = {"busy": False, "current_tokens": "", "last_user_llm_text": ""}
         self.tts = {"busy": False, "current_text": ""}
         self.function_calls: dict[str, dict] = {}
@@ -393,6 +394,7 @@ class SessionState:
         self._close_bot_item()
         self._user_item = None
         self._metrics_turn = None
+        self._reply_turn = None
         if self._pending_turn is not None:
             self._pending_turn = None  # the user went on talking: the turn is measured from the next stop
 
@@ -425,6 +427,13 @@ class SessionState:
             self.turns.append(turn)
             self._latency = None
             self._pending_turn = None
+            # The bot line that answers it: the one under way (tokens come before the speech), or the next.
+            item = self._bot_item
+            if item is not None and item["turn"] is None and item["at"] >= turn["user_stopped_at"]:
+                item["turn"] = turn["index"]
+                self._touch(item)
+            else:
+                self._reply_turn = turn["index"]
 
     def _bot_stopped(self, event, message, data, at):
         self.lanes["bot_speaking"].stop(at)
@@ -537,12 +546,14 @@ class SessionState:
                 "seq": event.seq,
                 "at": at,
                 "interrupted": False,
+                "turn": self._reply_turn,  # the index of the turn this line answers, if any
                 "_order": [],  # bot-output segments in the order they first came
                 "_parts": {},  # source -> its text of this turn
             }
             self._append(item)
             self._bot_item = item
             self._user_item = None
+            self._reply_turn = None
         return item
 
     def _show(self, item: dict) -> None:

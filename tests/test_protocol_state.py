@@ -278,6 +278,14 @@ def test_each_turn_has_a_waterfall_of_the_parts_of_the_wait():
     ]
 
 
+def test_each_reply_names_the_turn_it_answers():
+    pairs = pipecat_conversation_pairs(3)
+    state = state_of(pairs, step=0.05)
+    replies = [item["turn"] for item in state["transcript"] if item["role"] == "bot"]
+    assert replies == [0, 1, 2]  # one reply a turn, whether its tokens came before the speech or not
+    assert all("turn" not in item for item in state["transcript"] if item["role"] == "user")
+
+
 def test_a_waterfall_says_only_what_the_messages_tell():
     pairs = [
         ("to-client", m("user-stopped-speaking")),

@@ -1,50 +1,78 @@
-// The session page: the server's derived state (model.js keeps it current), rendered.
+// The session page: the server's derived state (model.js keeps it current), rendered for diagnosis.
 //
-// Nothing here derives anything: transcript, turns, latency, lanes and markers
-// are what rtvi_monitor/state.py made of the messages. Everything a bot or a
-// client sent is written with textContent.
+// Nothing here derives anything: transcript, turns and their waterfalls, latency, lanes, usage and
+// markers are what rtvi_monitor/state.py made of the messages, and the header is the session row.
+// Everything a bot or a client sent is written with textContent.
+//
+// Parts: session_view.js (pure: what each view shows), timeline.js (the canvas), message_log.js
+// (the paged log). This module holds the socket, the model, the timeline's window and the cursor
+// that links the timeline, the transcript, the charts and the log.
 import uPlot from "../vendor/uplot/uPlot.esm.js";
-import { liveSocket } from "./live.js";
-import { applyChanges, batchFits, createModel } from "./model.js";
 import {
-  LANES,
   countsText,
-  eventType,
   fatalText,
-  isPreview,
+  formatDuration,
   latencySeries,
   latencyText,
   mergeEvents,
-  messageSummary,
-  messageText,
   metricSeries,
   peerText,
   sessionStatus,
   speaker,
   speakerText,
   timelineEnd,
-  timelineMarkers,
-  timelineRows,
   timelineStart,
   totalsText,
   transcriptEntries,
 } from "./format.js";
+import { liveSocket } from "./live.js";
+import { createMessageLog } from "./message_log.js";
+import { applyChanges, batchFits, createModel } from "./model.js";
+import {
+  LIVE_SPAN,
+  MIN_SPAN,
+  absoluteTimeOf,
+  clockOf,
+  eventTime,
+  headerFacts,
+  indexAt,
+  isSlow,
+  lastValue,
+  panWindow,
+  replyTurns,
+  seriesColor,
+  seriesNames,
+  tickLabel,
+  usageRows,
+  viewWindow,
+  waterfallBars,
+  wholeWindow,
+  windowShowing,
+  zoomWindow,
+} from "./session_view.js";
+import { createTimeline } from "./timeline.js";
 
 const config = JSON.parse(document.getElementById("session-config").textContent);
 const $ = (id) => document.getElementById(id);
 const ACK_EVERY = 200; // versions
 const ACK_WAIT_MS = 500;
 const SNAPSHOT_RETRY_MS = 5000;
+const CHARTS_EVERY_MS = 500;
+const NO_CURSOR = "No cursor: click the timeline, a transcript line or a message's time.";
 const page = {
   model: null, // {state, bases, version}: the server's state
   session: null, // the session row
-  log: [], // the newest stored messages, by seq
+  log: [], // the newest stored messages the socket brought, by seq
   charts: {},
-  dirty: new Set(), // what to draw again: "transcript", "charts", "log"
+  dirty: new Set(), // what to draw again: "transcript", "charts", "usage", "cursor"
   acked: -1,
   ackedAt: 0,
   ackTimer: 0,
   snapshotAsked: 0,
+  offlineSince: null, // epoch seconds the page lost the server; null while it has it
+  view: null, // the timeline's chosen window (session_view.viewWindow); null: the default for the session
+  shown: null, // {from, to}: what the timeline and the time charts show
+  cursor: null, // {at, seq?, from}: the moment the timeline, transcript, charts and log point at
 };
 window.rtviSession = page; // for the browser tests and the curious
 
@@ -55,235 +83,411 @@ function el(tag, className, text) {
   return node;
 }
 
-// --- drawing -------------------------------------------------------------------
+function setText(id, text) {
+  const node = $(id);
+  if (node.textContent !== text) node.textContent = text;
+}
 
-function renderStatus(state) {
-  const status = sessionStatus(page.session, state);
-  $("status").textContent = status.text;
-  $("status").className = `pill ${status.kind}`;
+/** The clock the page shows: now, or, while it has lost the server, the moment it did (nothing moves then). */
+const clockNow = () => page.offlineSince ?? Date.now() / 1000;
+const isLive = (state) => sessionStatus(page.session, state).kind !== "ended";
+
+/** The session's first and last moments on the timeline: up to now while it is live. */
+function extent(state) {
+  const started = page.session?.started_at ? Date.parse(page.session.started_at) / 1000 : null;
+  const from = timelineStart(state) ?? started ?? clockNow();
+  const last = timelineEnd(state) ?? from;
+  return { from, to: isLive(state) ? Math.max(clockNow(), last) : Math.max(last, from + MIN_SPAN) };
+}
+
+/** The window asked for, or by default the last two minutes of a live call and the whole of an ended one. */
+function currentView(state) {
+  if (page.view) return page.view;
+  return isLive(state) ? { follow: true, span: LIVE_SPAN } : { follow: false, ...wholeWindow(extent(state)) };
+}
+
+// --- the header --------------------------------------------------------------------
+
+function renderHeader(state) {
+  const facts = headerFacts(page.session, state, clockNow());
+  $("status").className = `pill ${facts.status.kind}`;
+  setText("status", facts.status.text);
+  const agent = $("fact-agent");
+  const link = agent.querySelector("a");
+  if (facts.agent.id && (!link || link.textContent !== facts.agent.name)) {
+    const a = el("a", "", facts.agent.name);
+    a.href = `${agent.dataset.agentsUrl}${encodeURIComponent(facts.agent.id)}/`;
+    agent.replaceChildren(a);
+  } else if (!facts.agent.id) {
+    setText("fact-agent", facts.agent.name);
+  }
+  setText("fact-status", facts.status.text);
+  $("fact-status").className = `status-${facts.status.kind}`;
+  for (const key of ["started", "ended", "duration", "turns", "interruptions", "errors", "protocol", "deployment"]) {
+    setText(`fact-${key}`, facts[key]);
+  }
+  $("fact-errors").classList.toggle("bad", facts.errors !== "0" && facts.errors !== "—");
+  for (const id of ["fact-cost", "usage-cost"]) {
+    setText(id, facts.cost.text);
+    $(id).title = facts.cost.hint;
+  }
+  for (const hint of document.querySelectorAll(".cost-hint")) {
+    hint.hidden = !facts.cost.hint;
+    hint.textContent = facts.cost.hint ? `(${facts.cost.hint})` : "";
+  }
+}
+
+function renderOffline() {
+  $("offline").hidden = page.offlineSince === null;
+  if (page.offlineSince !== null) {
+    setText("offline", `Lost the connection to the server at ${clockOf(page.offlineSince)}; reconnecting. What you see is as of then: the clock, the timeline and whatever was still going on are stopped there. The session itself may well go on.`);
+  }
 }
 
 function renderNow(state) {
   const who = speaker(state);
   $("speaker").dataset.speaker = who;
-  $("speaker").textContent = speakerText(who);
-  $("llm-user").textContent = state.llm?.last_user_llm_text ?? "";
-  $("llm-tokens").textContent = state.llm?.current_tokens ?? "";
-  $("llm-busy").textContent = state.llm?.busy ? "busy" : "idle";
-  $("tts-text").textContent = state.tts?.current_text ?? "";
-  $("tts-busy").textContent = state.tts?.busy ? "busy" : "idle";
-  $("latency").textContent = latencyText(state.latency, (state.turns || []).length);
-  $("totals").textContent = totalsText(state.totals);
-  $("client").textContent = peerText(state.client_version, state.client_about);
-  $("bot").textContent = peerText(state.bot_version, state.bot_about);
-  $("protocol").textContent = state.protocol_version || page.session?.protocol_version || "?";
-  $("counts").textContent = countsText(state.counts);
+  setText("speaker", speakerText(who));
+  setText("llm-user", state.llm?.last_user_llm_text ?? "");
+  setText("llm-tokens", state.llm?.current_tokens ?? "");
+  setText("llm-busy", state.llm?.busy ? "busy" : "idle");
+  setText("tts-text", state.tts?.current_text ?? "");
+  setText("tts-busy", state.tts?.busy ? "busy" : "idle");
+  setText("latency", latencyText(state.latency, (state.turns || []).length));
+  setText("totals", totalsText(state.totals));
+  setText("client", peerText(state.client_version, state.client_about));
+  setText("bot", peerText(state.bot_version, state.bot_about));
+  setText("counts", countsText(state.counts));
   $("fatal").hidden = !state.fatal;
-  $("fatal").textContent = state.fatal ? fatalText(state) : "";
+  setText("fatal", state.fatal ? fatalText(state) : "");
+}
+
+function renderUsage(state) {
+  const rows = usageRows(state.usage).map((use) => {
+    const tr = el("tr");
+    const cells = [
+      ["Model", use.model],
+      ["Prompt tokens", use.prompt],
+      ["Completion tokens", use.completion],
+      ["TTS characters", use.characters],
+      ["STT audio", use.audio],
+    ];
+    for (const [label, text] of cells) {
+      const td = el(label === "Model" ? "th" : "td", text === "—" ? "none" : "", text);
+      if (label === "Model") td.scope = "row";
+      td.dataset.label = label; // the narrow layout stacks each row's cells under their labels
+      tr.append(td);
+    }
+    return tr;
+  });
+  $("usage").replaceChildren(...rows);
+  $("usage-none").hidden = rows.length > 0;
+}
+
+// --- the transcript ------------------------------------------------------------------
+
+const lines = []; // [at, <li>] in time order, for the cursor
+
+function waterfall(turn, latency) {
+  const box = el("div", "waterfall");
+  for (const bar of waterfallBars(turn, latency)) {
+    const row = el("div", "wf-row");
+    row.dataset.part = bar.part;
+    row.title = bar.title;
+    const track = el("span", "wf-track");
+    const fill = el("span", `wf-bar${bar.open ? " open" : ""}`);
+    fill.style.left = `${bar.left}%`;
+    if (!bar.open) fill.style.width = `${bar.width}%`; // an open part's width is the stylesheet's stub
+    track.append(fill);
+    row.append(el("span", "wf-label", bar.label), track, el("span", "wf-ms", bar.text));
+    box.append(row);
+  }
+  return box;
 }
 
 function renderTranscript(state) {
   const list = $("transcript");
   // An empty list (the first draw) follows the end without measuring: measuring forces a layout.
   const atBottom = !list.firstChild || list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-  list.replaceChildren(
-    ...transcriptEntries(state).map((entry) => {
-      if (entry.who === undefined) return el("li", entry.className, entry.text);
-      const li = el("li", entry.className);
+  const turns = replyTurns(state.transcript, state.turns);
+  const items = new Map((state.transcript || []).map((item) => [item.at, item]));
+  lines.length = 0;
+  const entries = transcriptEntries(state).map((entry) => {
+    const li = el("li", entry.className);
+    const head = el("div", "line-head");
+    if (entry.who !== undefined) {
       li.dataset.role = entry.className.split(" ")[0];
-      li.append(el("span", "who", entry.who), el("span", "text", entry.text));
-      return li;
-    }),
-  );
+      head.append(el("span", "who", entry.who));
+    }
+    const time = el("time", "at", clockOf(entry.at));
+    time.title = absoluteTimeOf(entry.at);
+    head.append(time);
+    const turn = li.dataset.role === "bot" ? turns.get(entry.at) : undefined;
+    if (turn) {
+      li.dataset.turn = String(turn.index);
+      head.append(el("span", "latency", `${formatDuration(turn.latency_ms)} to reply`));
+      if (isSlow(turn, state.latency)) {
+        li.classList.add("slow");
+        head.append(el("span", "slow-mark", `slow: over the p95 of ${formatDuration(state.latency.p95)}`));
+      }
+    }
+    li.append(head, el("span", "text", entry.text));
+    if (turn?.waterfall?.length) li.append(waterfall(turn, state.latency));
+    const seq = entry.who !== undefined ? items.get(entry.at)?.seq : undefined;
+    li.addEventListener("click", () => setCursor({ at: entry.at, seq, from: "transcript" }));
+    lines.push([entry.at, li]);
+    return li;
+  });
+  list.replaceChildren(...entries);
   if (atBottom) list.scrollTop = list.scrollHeight;
+  markTranscript(false);
 }
 
-// Series hues from blue on, so that a first series is never the red of the p95 line.
-const seriesColor = (i) => `hsl(${(210 + i * 67) % 360} 65% 50%)`;
+function markTranscript(scroll) {
+  const list = $("transcript");
+  for (const li of list.querySelectorAll("li.cursor")) li.classList.remove("cursor");
+  if (!page.cursor) return;
+  const index = indexAt(lines, page.cursor.at, (line) => line[0]);
+  if (index < 0) return;
+  const li = lines[index][1];
+  li.classList.add("cursor");
+  if (scroll) list.scrollTop += li.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientHeight / 3;
+}
 
-function chart(id, names, data, extra = []) {
+// --- charts ----------------------------------------------------------------------------
+
+const themed = () => {
+  const css = getComputedStyle(document.documentElement);
+  const get = (name) => css.getPropertyValue(name).trim();
+  return { fg: get("--fg"), muted: get("--muted"), line: get("--line"), err: get("--err") };
+};
+
+/** The ms a legend shows: the hovered point's, else the series' last. */
+const msValue = (u, value, seriesIdx, idx) => {
+  if (idx === null || idx === undefined) {
+    const last = lastValue(u.data[seriesIdx]);
+    return last === null ? "—" : `${formatDuration(last)} (last)`;
+  }
+  return value === null || value === undefined ? "—" : formatDuration(value);
+};
+
+// The page's cursor on a time chart, where the timeline has it.
+function drawCursor(u) {
+  const at = page.cursor?.at;
+  if (typeof at !== "number") return;
+  const x = Math.round(u.valToPos(at, "x", true));
+  if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+  const { ctx } = u;
+  ctx.save();
+  ctx.strokeStyle = themed().fg;
+  ctx.lineWidth = devicePixelRatio;
+  ctx.beginPath();
+  ctx.moveTo(x, u.bbox.top);
+  ctx.lineTo(x, u.bbox.top + u.bbox.height);
+  ctx.stroke();
+  ctx.restore();
+}
+
+function axes(xLabel, x) {
+  const { muted, line } = themed();
+  const style = { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 } };
+  return [{ ...style, label: xLabel, ...x }, { ...style, label: "ms", size: 56 }];
+}
+
+const fromZero = (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1];
+
+function chart(id, key, options, data) {
   const target = $(id);
-  const xLabel = id === "chart-latency" ? "turn" : "seconds";
-  const series = [{ label: xLabel }, ...names.map((name, i) => ({ label: name, stroke: seriesColor(i), spanGaps: true, points: { show: true } })), ...extra];
-  const key = names.join(",") + extra.length;
   const existing = page.charts[id];
   if (existing && existing.key === key) {
     existing.plot.setData(data);
     return;
   }
   existing?.plot.destroy();
-  const width = Math.max(260, target.clientWidth || 400);
-  const plot = new uPlot({ width, height: 220, series, scales: { x: { time: false } }, axes: [{ label: xLabel }, { label: "ms" }] }, data, target);
+  const width = Math.max(240, target.clientWidth || 400);
+  const plot = new uPlot({ width, height: 210, legend: { live: true }, ...options }, data, target);
   page.charts[id] = { plot, key };
 }
 
 function renderCharts(state) {
-  // x: seconds since the series' first point, so one point still gets a sensible axis.
+  // ttfb and processing on the timeline's clock: x is the time each figure came, and the window is the timeline's.
   for (const kind of ["ttfb", "processing"]) {
     const { names, data } = metricSeries(state, kind);
-    const t0 = data[0][0] ?? 0;
-    chart(`chart-${kind}`, names, [data[0].map((x) => Math.round((x - t0) * 10) / 10), ...data.slice(1)]);
+    const labels = seriesNames(names);
+    chart(
+      `chart-${kind}`,
+      labels.join("\n"),
+      {
+        series: [
+          { label: "time", value: (_u, v) => (v === null || v === undefined ? "—" : clockOf(v, { ms: true })) },
+          ...labels.map((label, i) => ({ label, stroke: seriesColor(i), width: 1.5, spanGaps: true, points: { show: true, size: 5 }, value: msValue })),
+        ],
+        scales: { x: { time: true, range: () => [page.shown.from, page.shown.to] }, y: { range: fromZero } },
+        // The timeline's clock on the axis too (uPlot's own would add a date, and a format of its own).
+        axes: axes("", { space: 70, values: (_u, splits, _axis, _space, step) => splits.map((at) => tickLabel(at, step)) }),
+        cursor: { drag: { x: false, y: false } }, // the timeline owns the window
+        hooks: { draw: [drawCursor] },
+      },
+      data,
+    );
   }
-  chart("chart-latency", ["turn latency"], latencySeries(state), [
-    { label: "p50", stroke: "gray", dash: [4, 4] },
-    { label: "p95", stroke: "red", dash: [4, 4] },
-  ]);
+  const { err, muted } = themed();
+  chart(
+    "chart-latency",
+    "latency",
+    {
+      series: [
+        { label: "turn", value: (_u, v) => (v === null || v === undefined ? "—" : `#${v}`) },
+        { label: "turn latency", stroke: seriesColor(0), width: 1.5, points: { show: true, size: 6 }, value: msValue },
+        { label: "p50", stroke: muted, dash: [4, 4], points: { show: false }, value: msValue },
+        { label: "p95", stroke: err, dash: [4, 4], points: { show: false }, value: msValue },
+      ],
+      scales: { x: { time: false, range: (_u, min, max) => [(min ?? 1) - 0.5, (max ?? 1) + 0.5] }, y: { range: fromZero } },
+      // Turns are whole numbers: ticks on whole steps only.
+      axes: axes("turn", { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], values: (_u, splits) => splits.map((v) => (Number.isInteger(v) ? String(v) : "")) }),
+    },
+    latencySeries(state),
+  );
 }
 
-const LANE_COLORS = { user_speaking: "--user", bot_speaking: "--bot", llm_busy: "--accent", tts_busy: "--ok", function_calls: "--warn", interruptions: "--err" };
-const MARKER_COLORS = { "disconnect-bot": "--warn", ended: "--muted" };
-const TIMELINE = { height: 200, top: 32, row: 26, label: 110 };
+/** The time charts follow the timeline's window, and show its cursor. */
+function syncCharts(cursorMoved) {
+  for (const id of ["chart-ttfb", "chart-processing"]) {
+    const plot = page.charts[id]?.plot;
+    if (!plot) continue;
+    if (plot.scales.x.min !== page.shown.from || plot.scales.x.max !== page.shown.to) {
+      plot.setScale("x", { min: page.shown.from, max: page.shown.to });
+    } else if (cursorMoved) {
+      plot.redraw(false);
+    }
+  }
+}
 
-function isLive(state) {
-  return sessionStatus(page.session, state).kind !== "ended";
+function resizeCharts() {
+  for (const [id, { plot }] of Object.entries(page.charts)) {
+    const width = Math.max(240, $(id).clientWidth);
+    if (plot.width !== width) plot.setSize({ width, height: plot.height });
+  }
+}
+
+// --- the timeline and the cursor -------------------------------------------------------
+
+function panBy(seconds) {
+  const state = page.model?.state;
+  if (!state || !page.shown) return;
+  setView({ follow: false, ...panWindow(page.shown, seconds, extent(state)) });
+}
+
+function zoomBy(factor, at) {
+  const state = page.model?.state;
+  if (!state || !page.shown) return;
+  const span = page.shown.to - page.shown.from;
+  // Following the clock, a zoom keeps following (now stays at the right); otherwise it is about `at`.
+  if (currentView(state).follow) setView({ follow: true, span: Math.max(span * factor, MIN_SPAN) });
+  else setView({ follow: false, ...zoomWindow(page.shown, factor, at) });
+}
+
+const timeline = createTimeline($("timeline"), {
+  pan: panBy,
+  zoom: zoomBy,
+  pick: (at) => setCursor({ at, from: "timeline" }),
+});
+
+function setView(view) {
+  page.view = view;
+  schedule();
+}
+
+function setCursor(cursor) {
+  page.cursor = cursor;
+  schedule("cursor");
 }
 
 function renderTimeline(state) {
-  const canvas = $("timeline");
-  const width = canvas.clientWidth || 800;
-  const { height, top, row, label } = TIMELINE;
-  if (canvas.width !== width * devicePixelRatio || canvas.height !== height * devicePixelRatio) {
-    canvas.width = width * devicePixelRatio;
-    canvas.height = height * devicePixelRatio;
-  }
-  const ctx = canvas.getContext("2d");
-  ctx.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
-  ctx.clearRect(0, 0, width, height);
-  const css = getComputedStyle(document.documentElement);
-  const now = Date.now() / 1000;
-  const last = timelineEnd(state);
-  // Live, the window runs with the clock; ended, it ends where the session did and starts no earlier than it.
   const live = isLive(state);
-  const to = live ? Math.max(now, last ?? now) : last ?? now;
-  const span = Number($("timeline-window").value);
-  const start = Math.min(to - 1, timelineStart(state) ?? to - 1);
-  const from = span && (live || to - span > start) ? to - span : start;
-  const x = (t) => label + ((t - from) / (to - from)) * (width - label - 10);
-  ctx.font = "12px system-ui, sans-serif";
-  timelineRows(state, from, to).forEach((lane, i) => {
-    const y = top + i * row;
-    ctx.fillStyle = css.getPropertyValue("--muted");
-    ctx.fillText(lane.label, 4, y + 13);
-    ctx.fillStyle = css.getPropertyValue(LANE_COLORS[lane.lane]) || "gray";
-    for (const [a, b] of lane.spans) ctx.fillRect(x(a), y + 2, Math.max(2, x(b) - x(a)), 16);
+  const view = currentView(state);
+  page.shown = viewWindow(view, extent(state));
+  timeline.draw(state, page.shown, {
+    now: live ? clockNow() : null,
+    live,
+    offline: page.offlineSince !== null,
+    cursor: page.cursor?.at ?? null,
   });
-  const bottom = top + LANES.length * row;
-  const labelEnds = [-Infinity, -Infinity]; // two lines of marker labels above the lanes
-  for (const marker of timelineMarkers(state, from, to)) {
-    const color = css.getPropertyValue(MARKER_COLORS[marker.kind] || "--muted") || "gray";
-    const mx = Math.round(x(marker.at)) + 0.5;
-    ctx.strokeStyle = color;
-    ctx.lineWidth = 1.5;
-    ctx.setLineDash([4, 3]);
-    ctx.beginPath();
-    ctx.moveTo(mx, 6);
-    ctx.lineTo(mx, bottom);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.fillStyle = color;
-    // Right of its line, or left of it near the edge; on the second line if the first is taken there.
-    const textWidth = ctx.measureText(marker.label).width;
-    const start = mx + 3 + textWidth <= width ? mx + 3 : mx - 3 - textWidth;
-    const line = labelEnds[0] < start ? 0 : labelEnds[1] < start ? 1 : 0;
-    labelEnds[line] = start + textWidth + 4;
-    ctx.fillText(marker.label, start, 11 + line * 13);
+  const span = page.shown.to - page.shown.from;
+  setText("tl-range", `${clockOf(page.shown.from)} – ${clockOf(page.shown.to)} (${formatDuration(span * 1000)})${view.follow && live ? ", following the clock" : ""}`);
+  $("tl-live").hidden = !live || view.follow;
+}
+
+/** The transcript line whose message is the nearest at or before a moment: where the log reads from. */
+function anchorSeq(at) {
+  const items = (page.model?.state.transcript || []).filter((item) => typeof item.seq === "number");
+  const index = indexAt(items, at, (item) => item.at);
+  return index < 0 ? undefined : items[index].seq;
+}
+
+function applyCursor() {
+  const cursor = page.cursor;
+  $("cursor-clear").hidden = !cursor;
+  if (!cursor) {
+    setText("cursor-text", NO_CURSOR);
+    markTranscript(false);
+    messageLog.unmark();
+    return;
   }
-  ctx.fillStyle = css.getPropertyValue("--muted");
-  ctx.fillText(`${Math.round(to - from)} s`, width - 40, height - 4);
-}
-
-// The log keeps its row elements (an opened message stays open); rows only arrive at the end, except after a snapshot.
-const logRows = new Map(); // seq -> <tr>
-
-function logRow(event) {
-  const type = eventType(event);
-  const filter = $("log-filter");
-  if (![...filter.options].some((o) => o.value === type)) filter.append(new Option(type, type));
-  const row = el("tr");
-  row.dataset.type = type;
-  row.dataset.seq = String(event.seq);
-  row.hidden = Boolean(filter.value) && filter.value !== type;
-  const details = el("details");
-  const summary = event.valid === false ? `invalid: ${event.error}` : messageSummary(event.message);
-  const text = el("pre", "", messageText(event.message));
-  details.append(el("summary", "", summary), text);
-  if (isPreview(event.message)) details.append(loadButton(event.seq, text));
-  const cell = el("td");
-  cell.append(details);
-  row.append(el("td", "", String(event.seq)), el("td", "", event.direction === "from-client" ? "client→bot" : "bot→client"), el("td", "", type), cell);
-  return row;
-}
-
-function loadButton(seq, target) {
-  const button = el("button", "link", "load the whole message");
-  button.type = "button";
-  button.addEventListener("click", async () => {
-    button.disabled = true;
-    button.textContent = "loading…";
-    try {
-      const response = await fetch(`${config.state_url}events/${seq}/`, { credentials: "same-origin", headers: { Accept: "application/json" } });
-      if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      const event = await response.json();
-      target.textContent = messageText(event.message);
-      button.remove();
-    } catch (error) {
-      button.disabled = false;
-      button.textContent = `could not load it (${error.message}): try again`;
-    }
-  });
-  return button;
-}
-
-function renderLog() {
-  const body = $("log");
-  const keep = new Set(page.log.map((e) => e.seq));
-  for (const [seq, row] of logRows) {
-    if (!keep.has(seq)) {
-      row.remove();
-      logRows.delete(seq);
-    }
+  setText("cursor-text", `Cursor at ${clockOf(cursor.at, { ms: true })}`);
+  if (cursor.from !== "timeline" && page.shown) {
+    const shown = windowShowing(page.shown, cursor.at);
+    if (shown !== page.shown) page.view = { follow: false, ...shown };
   }
-  const lastShown = body.lastElementChild ? Number(body.lastElementChild.dataset.seq) : -Infinity;
-  let inOrder = true;
-  const added = [];
-  for (const event of page.log) {
-    if (logRows.has(event.seq)) continue;
-    const row = logRow(event);
-    logRows.set(event.seq, row);
-    added.push(row);
-    if (event.seq < lastShown) inOrder = false;
-  }
-  if (inOrder) body.append(...added);
-  else body.replaceChildren(...page.log.map((e) => logRows.get(e.seq)));
+  markTranscript(cursor.from !== "transcript");
+  messageLog.show(cursor.at, { seq: cursor.seq, anchor: anchorSeq(cursor.at), scroll: cursor.from !== "log" });
 }
+
+// --- the message log ------------------------------------------------------------------
+
+const messageLog = createMessageLog({
+  pagesUrl: `${config.state_url}events/`,
+  eventUrl: (seq) => `${config.state_url}events/${seq}/`,
+  tail: () => page.log,
+  pick: (event) => setCursor({ at: eventTime(event), seq: event.seq, from: "log" }),
+});
+
+// --- drawing ---------------------------------------------------------------------------
 
 let lastCharts = -Infinity; // the first draw is at once, however soon after navigation it comes
 let chartsLater = 0;
+let scheduled = false;
+
 function render() {
   const dirty = page.dirty;
   page.dirty = new Set();
   scheduled = false;
-  if (dirty.has("log")) renderLog();
   const state = page.model?.state;
-  if (page.session || state) renderStatus(state ?? null);
+  renderOffline();
+  if (page.session || state) renderHeader(state ?? null);
   if (!state) return;
   renderNow(state);
+  if (dirty.has("usage")) {
+    renderUsage(state);
+    messageLog.types(Object.keys(state.counts?.by_type || {}).filter((type) => type !== "(other)"));
+  }
+  if (dirty.has("cursor")) applyCursor();
   if (dirty.has("transcript")) renderTranscript(state);
   renderTimeline(state);
   if (dirty.has("charts")) {
-    if (performance.now() - lastCharts > 500) {
+    if (performance.now() - lastCharts > CHARTS_EVERY_MS) {
       lastCharts = performance.now();
       renderCharts(state);
     } else if (!chartsLater) {
       chartsLater = setTimeout(() => {
         chartsLater = 0;
         schedule("charts");
-      }, 500);
+      }, CHARTS_EVERY_MS);
     }
   }
+  syncCharts(dirty.has("cursor"));
 }
 
-let scheduled = false;
 function schedule(...parts) {
   for (const part of parts) page.dirty.add(part);
   if (!scheduled) {
@@ -296,12 +500,13 @@ function schedule(...parts) {
 function touched(changes) {
   const keys = new Set([...Object.keys(changes.head || {}), ...Object.keys(changes.tails || {})]);
   const parts = [];
-  if (["transcript", "function_calls", "server_messages", "errors"].some((k) => k in changes || keys.has(k))) parts.push("transcript");
+  if (["transcript", "function_calls", "server_messages", "errors", "turns", "latency"].some((k) => k in changes || keys.has(k))) parts.push("transcript");
   if (["metrics", "turns", "latency"].some((k) => keys.has(k))) parts.push("charts");
+  if (["usage", "counts"].some((k) => keys.has(k))) parts.push("usage");
   return parts;
 }
 
-// --- the socket ------------------------------------------------------------------
+// --- the socket ------------------------------------------------------------------------
 
 function acknowledge(socket) {
   const model = page.model;
@@ -328,25 +533,21 @@ function askForSnapshot(socket) {
   socket.send(JSON.stringify({ snapshot: true }));
 }
 
-function addEvents(events) {
-  const log = mergeEvents(page.log, events || []);
-  if (log !== page.log) {
-    page.log = log;
-    page.dirty.add("log");
-  }
-}
-
 function onFrame(frame, socket) {
   if (frame.type === "snapshot") {
     page.model = createModel(frame);
     page.snapshotAsked = 0;
     page.acked = -1; // a new stream (or a new connection): say where we are at once
     page.ackedAt = 0;
+    page.offlineSince = null; // the page has the server's state again
     if (frame.session) page.session = frame.session;
-    addEvents(frame.events);
-    schedule("transcript", "charts");
+    page.log = mergeEvents(page.log, frame.events || []);
+    // After a reconnection the newest messages may be far past the rows shown: start again from them.
+    if (messageLog.pager.following) messageLog.reset();
+    schedule("transcript", "charts", "usage");
   } else if (frame.type === "batch") {
-    addEvents(frame.events);
+    page.log = mergeEvents(page.log, frame.events || []);
+    messageLog.live(frame.events || []);
     const fit = page.model ? batchFits(page.model, frame) : "gap";
     if (fit === "apply") {
       applyChanges(page.model, frame.changes || {});
@@ -365,13 +566,41 @@ function onFrame(frame, socket) {
   acknowledge(socket);
 }
 
-$("timeline-window").addEventListener("change", () => schedule());
-// The timeline scrolls with the clock while the session is live.
-setInterval(() => page.model && isLive(page.model.state) && schedule(), 1000);
+// --- controls ----------------------------------------------------------------------------
 
-$("log-filter").addEventListener("change", () => {
-  const type = $("log-filter").value;
-  for (const row of $("log").rows) row.hidden = Boolean(type) && row.dataset.type !== type;
+// The buttons zoom about the cursor when the timeline shows it, else about the middle.
+const zoomCentre = () => {
+  if (!page.shown) return 0;
+  const at = page.cursor?.at;
+  return typeof at === "number" && at >= page.shown.from && at <= page.shown.to ? at : (page.shown.from + page.shown.to) / 2;
+};
+const span = () => (page.shown ? page.shown.to - page.shown.from : 0);
+$("tl-in").addEventListener("click", () => zoomBy(0.5, zoomCentre()));
+$("tl-out").addEventListener("click", () => zoomBy(2, zoomCentre()));
+$("tl-earlier").addEventListener("click", () => panBy(-span() / 4));
+$("tl-later").addEventListener("click", () => panBy(span() / 4));
+$("tl-whole").addEventListener("click", () => {
+  const state = page.model?.state;
+  if (state) setView(isLive(state) ? { follow: true, span: Number.POSITIVE_INFINITY } : null);
+});
+$("tl-live").addEventListener("click", () => setView({ follow: true, span: LIVE_SPAN }));
+$("cursor-clear").addEventListener("click", () => setCursor(null));
+
+// While live, the clock moves the timeline and the duration; not while the page has lost the server.
+setInterval(() => page.model && page.offlineSince === null && isLive(page.model.state) && schedule(), 1000);
+window.addEventListener("resize", () => {
+  resizeCharts();
+  schedule();
 });
 
-liveSocket(() => config.ws, onFrame, $("conn"));
+// live.js marks its status element "down" when the socket closes. From then until the next snapshot
+// the page says so, and stops its clock: what it shows is as of that moment.
+const conn = $("conn");
+new MutationObserver(() => {
+  if (conn.classList.contains("down") && page.offlineSince === null) {
+    page.offlineSince = Date.now() / 1000;
+    schedule();
+  }
+}).observe(conn, { attributes: true, attributeFilter: ["class"] });
+
+liveSocket(() => config.ws, onFrame, conn);
