@@ -96,7 +96,7 @@ def session_detail(session: Session) -> dict:
 
 
 def agent_stats(organization, since) -> dict[str, dict]:
-    """Per agent id: live sessions now, and turn latency over sessions started since `since`.
+    """Per agent id: live sessions now, and turn latency and cost over sessions started since `since`.
 
     Latency is summarised from the sessions' own figures: p50 is the median of
     their p50s, p95 the 95th percentile of their p95s (turns are not stored one
@@ -106,13 +106,15 @@ def agent_stats(organization, since) -> dict[str, dict]:
     rows = Session.objects.filter(organization=organization, agent__isnull=False).filter(
         Q(status=Session.Status.LIVE) | Q(started_at__gte=since)
     )
-    for agent_id, status, started_at, p50, p95 in rows.values_list(
-        "agent_id", "status", "started_at", "latency_p50_ms", "latency_p95_ms"
+    for agent_id, status, started_at, p50, p95, cost in rows.values_list(
+        "agent_id", "status", "started_at", "latency_p50_ms", "latency_p95_ms", "cost_usd"
     ):
-        entry = stats.setdefault(str(agent_id), {"live": 0, "sessions": 0, "p50s": [], "p95s": []})
+        entry = stats.setdefault(str(agent_id), {"live": 0, "sessions": 0, "p50s": [], "p95s": [], "cost_usd": None})
         entry["live"] += status == Session.Status.LIVE
         if started_at >= since:
             entry["sessions"] += 1
+            if cost is not None:
+                entry["cost_usd"] = (entry["cost_usd"] or 0.0) + cost
             if p50 is not None:
                 entry["p50s"].append(p50)
                 entry["p95s"].append(p95 if p95 is not None else p50)
@@ -132,6 +134,8 @@ def overview(organization, now) -> dict:
         .select_related("agent")
         .order_by("-ended_at")[:20]
     )
+    agents = agent_overview(organization, now)
+    priced = any(a["cost_usd"] is not None for a in agents)
     return {
         # A bot that left is not a call; it is counted apart until its grace runs out.
         "live_count": live.filter(bot_left_at__isnull=True).count(),
@@ -140,7 +144,8 @@ def overview(organization, now) -> dict:
         "error_sessions_last_hour": last_hour.filter(Q(error_count__gt=0) | Q(fatal=True)).count(),
         "error_groups": error_groups(organization, now),
         "ended_badly": list(ended_badly),
-        "agents": agent_overview(organization, now),
+        "agents": agents,
+        "cost_usd": sum(a["cost_usd"] for a in agents if a["cost_usd"] is not None) if priced else None,
     }
 
 

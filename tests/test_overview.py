@@ -106,6 +106,7 @@ def test_the_overview_puts_the_worst_agent_first_and_sessions_that_ended_badly_a
     assert (support_row["live"], support_row["sessions"], support_row["cost_usd"]) == (4, 6, pytest.approx(0.04))
     assert support_row["hours_sessions"][-1] == 6 and len(support_row["hours"]) == 24
     assert {s.session_id for s in summary["ended_badly"]} == {"dead", "restarted"}
+    assert summary["cost_usd"] == pytest.approx(0.04)  # the sessions with a price; the others add nothing
 
 
 def test_the_overview_page_and_its_panel(staff_client, org, agents):
@@ -123,6 +124,15 @@ def test_the_overview_page_and_its_panel(staff_client, org, agents):
 def test_the_panel_needs_a_login(client):
     response = client.get("/overview/panel/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_cost_is_unknown_until_prices_are_set(staff_client, org, agents):
+    Session.objects.create(organization=org, session_id="a", agent=agents[0])
+    assert overview(org, timezone.now())["cost_usd"] is None
+    html = staff_client.get("/").content.decode()
+    assert 'data-testid="cost">—<' in html and "set prices in the admin" in html
+    Session.objects.create(organization=org, session_id="b", agent=agents[0], cost_usd=0.123)
+    assert 'data-testid="cost">$0.12<' in staff_client.get("/").content.decode()
 
 
 def test_sessions_older_than_the_window_are_not_counted(org, agents):
