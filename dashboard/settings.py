@@ -285,6 +285,10 @@ ALERT_EVALUATE_INTERVAL = envfloat("ALERT_EVALUATE_INTERVAL", "5")
 ALERT_DELIVERY_ATTEMPTS = envint("ALERT_DELIVERY_ATTEMPTS", "6")
 ALERT_RETRY_BASE = envfloat("ALERT_RETRY_BASE", "30")
 ALERT_WEBHOOK_TIMEOUT = envfloat("ALERT_WEBHOOK_TIMEOUT", "5")
+# ALERT_WEBHOOK_ALLOW_PRIVATE: let webhooks go to loopback and private addresses
+# (a receiver inside your network). Off: a rule's author cannot reach the
+# dashboard's own network (Redis, PostgreSQL, metadata services) through one.
+ALERT_WEBHOOK_ALLOW_PRIVATE = envbool("ALERT_WEBHOOK_ALLOW_PRIVATE", "false")
 # DASHBOARD_URL: this dashboard's public address, for links in alerts
 # (e.g. https://rtvi.example.com); blank sends paths only.
 DASHBOARD_URL = os.getenv("DASHBOARD_URL", "").rstrip("/")

@@ -5,10 +5,13 @@ staff browser session may read). The engine that fires them is
 rtvi_monitor/alerts.py.
 """
 
+import ipaddress
 import json
 import math
 import uuid
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.shortcuts import render
@@ -17,7 +20,7 @@ from django.views.decorators.http import require_GET
 from dashboard.auth import bearer_token, key_or_staff_required, organization_of, staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent
-from rtvi_monitor.alerts import DEFAULTS, settings_of
+from rtvi_monitor.alerts import DEFAULTS, private_address, settings_of
 from rtvi_monitor.models import Alert, AlertRule
 
 MAX_WINDOW = 7 * 24 * 60
@@ -113,6 +116,13 @@ def parse_rule(organization, body) -> AlertRule:
             URLValidator(schemes=["http", "https"])(webhook)
         except ValidationError:
             raise BadRule("webhook_url: expected an http(s) URL of at most 200 characters") from None
+        host = (urlsplit(webhook).hostname or "").strip("[]")
+        literal = _ip(host)
+        if not settings.ALERT_WEBHOOK_ALLOW_PRIVATE and (host == "localhost" or (literal and private_address(host))):
+            # Names are checked again when a webhook is sent: they may resolve to anything later.
+            raise BadRule(
+                "webhook_url: a private or loopback address; set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow it"
+            )
         rule.webhook_url = webhook
     email = body.get("email") or ""
     if email:
@@ -128,6 +138,14 @@ def parse_rule(organization, body) -> AlertRule:
         raise BadRule("enabled: expected true or false")
     rule.enabled = enabled
     return rule
+
+
+def _ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 @json_methods("GET", "POST")

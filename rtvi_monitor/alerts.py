@@ -24,9 +24,12 @@ Conditions (threshold and window_minutes default as in DEFAULTS):
 """
 
 import asyncio
+import ipaddress
 import logging
+import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -351,7 +354,7 @@ def record(delivery: AlertDelivery, error: str, now: datetime) -> None:
     attempts = delivery.attempts + 1
     if not error:
         fields = {"status": AlertDelivery.Status.SENT, "sent_at": now, "last_error": ""}
-    elif attempts >= settings.ALERT_DELIVERY_ATTEMPTS:
+    elif attempts >= settings.ALERT_DELIVERY_ATTEMPTS or error.startswith(REFUSED):
         fields = {"status": AlertDelivery.Status.FAILED, "last_error": error[:2000]}
     else:
         wait = min(3600.0, settings.ALERT_RETRY_BASE * 2 ** (attempts - 1))
@@ -368,12 +371,47 @@ def send_email(target: str, body: dict) -> None:
     send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [target])
 
 
+REFUSED = "refused: "  # an error no retry can mend
+
+
+def private_address(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    return not ip.is_global or ip.is_multicast
+
+
+async def check_target(url: str) -> str:
+    """'' if a webhook may go to `url`; otherwise why not.
+
+    Unless ALERT_WEBHOOK_ALLOW_PRIVATE, every address the host resolves to
+    must be public: a rule's author must not reach the dashboard's own
+    network (Redis, PostgreSQL, cloud metadata) through it.
+    """
+    if settings.ALERT_WEBHOOK_ALLOW_PRIVATE:
+        return ""
+    parts = urlsplit(url)
+    try:
+        infos = await asyncio.to_thread(socket.getaddrinfo, parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"could not resolve {parts.hostname}: {exc}"
+    private = sorted({info[4][0] for info in infos if private_address(info[4][0])})
+    if private:
+        return (
+            f"{REFUSED}{parts.hostname} resolves to a private address ({', '.join(private)}); "
+            "set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow webhooks inside your network"
+        )
+    return ""
+
+
 async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
     """Send one claimed delivery; returns '' when it went, or what went wrong."""
     try:
         if delivery.channel == "email":
             await asyncio.to_thread(send_email, delivery.target, delivery.body)
             return ""
+        refused = await check_target(delivery.target)
+        if refused:
+            return refused
+        # No redirects (httpx's default): a public URL must not bounce the POST inside the network.
         response = await client.post(delivery.target, json=delivery.body)
         if response.is_success:
             return ""

@@ -22,6 +22,12 @@ pytestmark = pytest.mark.django_db
 C = AlertRule.Condition
 
 
+@pytest.fixture(autouse=True)
+def _webhooks_anywhere(settings):
+    """The webhooks here go to example hosts (faked at the httpx layer) that this sandbox cannot resolve."""
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = True
+
+
 def rule(org, condition, **fields) -> AlertRule:
     fields.setdefault("webhook_url", "https://hooks.example.com/rtvi")
     return AlertRule.objects.create(organization=org, name=f"{condition} rule", condition=condition, **fields)
@@ -200,6 +206,35 @@ def test_a_delivery_that_keeps_failing_is_marked_failed(org, httpx_mock, setting
     delivery = AlertDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("failed", 2)
     assert "ConnectError" in delivery.last_error
+
+
+@pytest.mark.parametrize("hook", ["http://localhost:9/hook", "http://127.0.0.1:6379/", "http://[::1]/x"])
+def test_a_webhook_into_the_dashboards_own_network_is_refused_for_good(org, settings, hook):
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = False
+    fatal = rule(org, C.FATAL_ERROR, webhook_url=hook)  # as the admin would save it
+    fatal_session(org, "call-1")
+    evaluate(fatal)
+    _deliver_due()  # nothing is faked: a POST would fail the test (pytest-httpx refuses unknown requests)
+    delivery = AlertDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 1)
+    assert "private address" in delivery.last_error and "ALERT_WEBHOOK_ALLOW_PRIVATE" in delivery.last_error
+
+
+@pytest.mark.parametrize(
+    "hook", ["http://127.0.0.1:8000/x", "http://10.1.2.3/x", "http://169.254.169.254/latest", "http://localhost/x"]
+)
+def test_the_api_refuses_a_webhook_to_a_private_address(client, org, api_key, settings, hook):
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = False
+    body = {"name": "x", "condition": "fatal_error", "webhook_url": hook}
+    response = client.post(
+        "/api/alerts/rules/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_key}"
+    )
+    assert response.status_code == 400 and "private or loopback" in response.json()["error"]
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = True  # a receiver inside the team's network, when they say so
+    response = client.post(
+        "/api/alerts/rules/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_key}"
+    )
+    assert response.status_code == 201
 
 
 def test_email_goes_through_djangos_backend(org, settings):

@@ -51,7 +51,12 @@ def cluster():
         skip_or_fail("Redis is not reachable on 127.0.0.1:6379")
     if not reachable("127.0.0.1", 5432):
         skip_or_fail("PostgreSQL is not reachable on 127.0.0.1:5432")
-    env = {"REDIS_URL": REDIS_URL, "DATABASE_URL": DATABASE_URL, "ALERT_EVALUATE_INTERVAL": "0.5"}
+    env = {
+        "REDIS_URL": REDIS_URL,
+        "DATABASE_URL": DATABASE_URL,
+        "ALERT_EVALUATE_INTERVAL": "0.5",
+        "ALERT_WEBHOOK_ALLOW_PRIVATE": "true",  # the receiver is on loopback
+    }
     first = DaphneServer(env=env).start()
     second = DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False)
     try:
