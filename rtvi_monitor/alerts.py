@@ -29,7 +29,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -40,7 +40,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import agents as agents_service
-from dashboard.models import Organization
+from dashboard.models import Agent, Organization
 from rtvi_monitor import lifecycle
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread
 from rtvi_monitor.error_groups import error_groups
@@ -60,7 +60,8 @@ DEFAULTS = {  # condition -> (threshold, window_minutes)
 MIN_SESSIONS = 5  # error_rate needs this many sessions in its window: 1 of 1 is not a rate
 SESSIONS_NAMED = 20  # session ids an alert names
 LEASE = "alerts"
-CLAIM = timedelta(seconds=60)  # a delivery being sent is held this long
+CLAIM = timedelta(seconds=60)  # a delivery being sent is held this long (far over a webhook's timeouts)
+DELIVERIES_PER_ROUND = 20
 
 
 @dataclass
@@ -92,34 +93,40 @@ def _agent_name(agent_id, names: dict) -> str:
 
 
 def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
-    since = now - timedelta(minutes=window)
-    fatal = list(
-        _sessions(rule)
-        .filter(fatal=True)
-        .filter(Q(ended_at__gte=since) | Q(last_event_at__gte=since))
-        .order_by("-last_event_at")
-        .values_list("session_id", "agent__name")[:SESSIONS_NAMED]
-    )
-    if not fatal:
+    # When the fatal errors were received (not how long their sessions go on): the stored messages.
+    groups = [
+        g
+        for g in error_groups(rule.organization, now, timedelta(minutes=window))
+        if g.fatal and (not rule.agent_id or g.agent_id == str(rule.agent_id))
+    ]
+    if not groups:
         return []
-    groups = [g for g in error_groups(rule.organization, now, timedelta(minutes=window)) if g.fatal]
-    texts = [g.example for g in groups if not rule.agent_id or g.agent_id == str(rule.agent_id)]
-    agents = sorted({name or "no agent" for _, name in fatal})
-    what = f": {texts[0]}" if texts else ""
-    summary = f"Fatal error in {len(fatal)} session{'s' if len(fatal) > 1 else ''} ({', '.join(agents)}){what}"
-    figures = {"sessions": len(fatal), "errors": texts[:5], "window_minutes": window}
-    return [Finding("", summary, figures, [sid for sid, _ in fatal], str(rule.agent_id) if rule.agent_id else None)]
+    sessions = list(dict.fromkeys(sid for g in sorted(groups, key=lambda g: -g.last_at) for sid in g.sessions))
+    ids = {g.agent_id for g in groups if g.agent_id}
+    names = {str(pk): name for pk, name in Agent.objects.filter(pk__in=ids).values_list("pk", "name")}
+    agents = sorted({names.get(g.agent_id, "a deleted agent") if g.agent_id else "no agent" for g in groups})
+    texts = [g.example for g in sorted(groups, key=lambda g: -g.last_at)]
+    many = "s" if len(sessions) > 1 else ""
+    summary = f"Fatal error in {len(sessions)} session{many} ({', '.join(agents)}): {texts[0]}"
+    figures = {"sessions": len(sessions), "errors": texts[:5], "window_minutes": window}
+    agent = str(rule.agent_id) if rule.agent_id else None
+    return [Finding("", summary, figures, sessions[:SESSIONS_NAMED], agent)]
 
 
-def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+# Hysteresis: a firing alert clears only once its figure is this share of its threshold or less,
+# so a figure hovering at the threshold does not fire and resolve every round.
+CLEAR_AT = 0.8
+
+
+def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding] | None:
     sessions = _sessions(rule).filter(started_at__gte=now - timedelta(minutes=window))
     total = sessions.count()
     if total < MIN_SESSIONS:
-        return []
+        return None  # too few sessions to say either way: nothing fires, nothing resolves
     bad = sessions.filter(Q(error_count__gt=0) | Q(fatal=True))
     with_errors = bad.count()
     percent = round(100 * with_errors / total, 1)
-    if percent <= threshold:
+    if percent <= (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):
         return []
     ids = list(bad.order_by("-started_at").values_list("session_id", flat=True)[:SESSIONS_NAMED])
     who = f" of {rule.agent.name}" if rule.agent_id else ""
@@ -143,7 +150,7 @@ def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, contex
     for agent_id, sessions in by_agent.items():
         sessions.sort(reverse=True)
         p95 = percentile(sorted(s[0] for s in sessions), 95)
-        if p95 is None or p95 <= threshold:
+        if p95 is None or p95 <= (threshold * CLEAR_AT if agent_id in context.get("firing", ()) else threshold):
             continue
         name = sessions[0][2]
         summary = f"{name}: turn latency p95 {p95:.0f} ms over the last {window} min (threshold {threshold:.0f} ms)"
@@ -157,7 +164,8 @@ def _no_sessions(rule: AlertRule, now: datetime, threshold, window: int, context
     since = now - timedelta(minutes=window)
     baseline = (
         _sessions(rule)
-        .filter(agent__isnull=False, started_at__gte=since - timedelta(hours=24), started_at__lt=since)
+        .filter(agent__isnull=False, agent__deleted_at__isnull=True)
+        .filter(started_at__gte=since - timedelta(hours=24), started_at__lt=since)
         .values_list("agent_id", "agent__name")
     )
     usual: dict[str, list] = {}
@@ -203,8 +211,11 @@ EVALUATE = {
 def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, int]:
     """Fire what newly holds, update what still does, resolve what cleared. Returns (fired, resolved)."""
     threshold, window = settings_of(rule)
-    findings = {f.key: f for f in EVALUATE[rule.condition](rule, now, threshold, window, context)}
     firing = {a.key: a for a in Alert.objects.filter(rule=rule, status=Alert.Status.FIRING)}
+    found = EVALUATE[rule.condition](rule, now, threshold, window, {**context, "firing": set(firing)})
+    if found is None:
+        return 0, 0  # the condition cannot be judged now: what fires goes on firing
+    findings = {f.key: f for f in found}
     fired = resolved = 0
     for key, finding in findings.items():
         alert = firing.get(key)
@@ -256,8 +267,12 @@ def evaluate_all(now: datetime, context: dict) -> tuple[int, int]:
     )
     fired = resolved = 0
     for rule in AlertRule.objects.filter(enabled=True).select_related("organization", "agent"):
+        names = {
+            str(pk): name
+            for pk, name in Agent.objects.filter(organization_id=rule.organization_id).values_list("pk", "name")
+        }
         try:
-            f, r = evaluate_rule(rule, now, context)
+            f, r = evaluate_rule(rule, now, {**context, "agent_names": names})
         except Exception:
             logger.exception("Evaluating alert rule %s (%s) failed", rule.pk, rule.name)
             continue
@@ -293,6 +308,11 @@ def absolute(path: str) -> str:
     return f"{settings.DASHBOARD_URL}{path}"
 
 
+def slack_text(text: str) -> str:
+    """Text as Slack shows it, not as markup: a bot's error cannot ping a channel or disguise a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def payload(delivery: AlertDelivery) -> dict:
     """What a webhook receives: the rule, the condition, the figures, the agent and the sessions; `text` for Slack."""
     alert, rule = delivery.alert, delivery.alert.rule
@@ -300,7 +320,8 @@ def payload(delivery: AlertDelivery) -> dict:
     state = "RESOLVED" if delivery.event == "resolved" else "FIRING"
     link = absolute(reverse("alert_list"))
     return {
-        "text": f"[{state}] {rule.name}: {alert.summary} {link}".strip(),
+        "text": slack_text(f"[{state}] {rule.name}: {alert.summary}")
+        + (f" <{link}>" if link.startswith("http") else ""),
         "event": delivery.event,
         "status": alert.status,
         "organization": alert.organization.name,
@@ -379,27 +400,38 @@ def private_address(address: str) -> bool:
     return not ip.is_global or ip.is_multicast
 
 
-async def check_target(url: str) -> str:
-    """'' if a webhook may go to `url`; otherwise why not.
+async def check_target(url: str) -> tuple[str, str | None]:
+    """('', address to connect to) if a webhook may go to `url`, or (why not, None).
 
     Unless ALERT_WEBHOOK_ALLOW_PRIVATE, every address the host resolves to
     must be public: a rule's author must not reach the dashboard's own
-    network (Redis, PostgreSQL, cloud metadata) through it.
+    network (Redis, PostgreSQL, cloud metadata) through it. The POST then
+    goes to the address checked, so a name that resolves differently the
+    second time (DNS rebinding) gains nothing.
     """
     if settings.ALERT_WEBHOOK_ALLOW_PRIVATE:
-        return ""
+        return "", None
     parts = urlsplit(url)
     try:
         infos = await asyncio.to_thread(socket.getaddrinfo, parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
     except OSError as exc:
-        return f"could not resolve {parts.hostname}: {exc}"
-    private = sorted({info[4][0] for info in infos if private_address(info[4][0])})
-    if private:
+        return f"could not resolve {parts.hostname}: {exc}", None
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    private = [address for address in addresses if private_address(address)]
+    if private or not addresses:
         return (
             f"{REFUSED}{parts.hostname} resolves to a private address ({', '.join(private)}); "
             "set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow webhooks inside your network"
-        )
-    return ""
+        ), None
+    return "", addresses[0]
+
+
+def pinned(url: str, address: str) -> tuple[str, dict, dict]:
+    """The URL with its host replaced by `address`, the Host header, and the TLS name to check."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc)), {"Host": parts.netloc}, {"sni_hostname": parts.hostname}
 
 
 async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
@@ -408,11 +440,12 @@ async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
         if delivery.channel == "email":
             await asyncio.to_thread(send_email, delivery.target, delivery.body)
             return ""
-        refused = await check_target(delivery.target)
+        refused, address = await check_target(delivery.target)
         if refused:
             return refused
+        url, headers, extensions = pinned(delivery.target, address) if address else (delivery.target, {}, {})
         # No redirects (httpx's default): a public URL must not bounce the POST inside the network.
-        response = await client.post(delivery.target, json=delivery.body)
+        response = await client.post(url, json=delivery.body, headers=headers, extensions=extensions)
         if response.is_success:
             return ""
         return f"HTTP {response.status_code} from {delivery.target}"
@@ -449,7 +482,16 @@ async def step(client: httpx.AsyncClient) -> bool:
     fired, resolved = await in_db_thread(lambda: evaluate_all(timezone.now(), context), executor=ALERTS_THREAD)
     if fired or resolved:
         logger.info("Alerts: %d fired, %d resolved", fired, resolved)
-    for delivery in await in_db_thread(lambda: claim_due(timezone.now()), executor=ALERTS_THREAD):
+    lease = timedelta(seconds=3 * interval)
+    for _ in range(DELIVERIES_PER_ROUND):
+        # One at a time, each claimed just before it is sent and the lease renewed before each: a
+        # slow receiver can neither outlast a claim nor let another process take over mid-send.
+        if not await in_db_thread(acquire, LEASE, holder, lease, executor=ALERTS_THREAD):
+            break
+        claimed = await in_db_thread(lambda: claim_due(timezone.now(), limit=1), executor=ALERTS_THREAD)
+        if not claimed:
+            break
+        (delivery,) = claimed
         error = await deliver(delivery, client)
         if error:
             logger.warning("Alert delivery %s (%s) failed: %s", delivery.pk, delivery.target, error)

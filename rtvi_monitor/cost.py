@@ -5,6 +5,7 @@ process (the writer asks about once a second per live session); a change in
 the admin shows on sessions summarised after that.
 """
 
+import math
 import time
 
 from dashboard.models import Price
@@ -29,7 +30,8 @@ def forget_prices() -> None:
 
 
 def session_cost(organization_id, usage: dict[str, dict]) -> float | None:
-    """US dollars for a session's usage; None when no model it used has a price."""
+    """US dollars for a session's usage; None when no model it used has a price (or the sum is not a number)."""
     prices = prices_of(organization_id)
     priced = [prices[model].cost(use) for model, use in usage.items() if model in prices]
-    return round(sum(priced), 6) if priced else None
+    total = sum(priced)
+    return round(total, 6) if priced and math.isfinite(total) else None

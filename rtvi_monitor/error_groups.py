@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db.models.functions import Substr
+
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import Event
 from rtvi_monitor.state import ERROR_TYPES, error_of
@@ -20,11 +22,18 @@ MAX_ROWS = 20_000  # newest errors read per Overview; an hour with more is summa
 MAX_TEXT = 300
 SESSIONS_SHOWN = 8
 
-# Order matters: whole ids first, then what is left of numbers.
+MAX_READ = 4000  # characters of a stored error message read: its text is near the start
+
+
+def _id_or_word(match: re.Match) -> str:
+    """A word that mixes letters and digits (req_7f3a9c, call_abc123, a UUID) is an id."""
+    word = match.group(0)
+    return "<id>" if any(c.isdigit() for c in word) and any(c.isalpha() for c in word) else word
+
+
+# Linear-time patterns only (a bot chooses the text): ids first, then what is left of numbers.
 _MASKS = [
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
-    # A word that mixes letters and digits (req_7f3a9c, call_abc123, 7f3a…): an id.
-    (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{6,}\b", re.I), "<id>"),
+    (re.compile(r"[\w-]{6,}"), _id_or_word),
     (re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),
     (re.compile(r"\s+"), " "),
 ]
@@ -34,9 +43,24 @@ def normalise(text) -> str:
     """An error's text with numbers and ids masked: what errors of one kind have in common."""
     if not isinstance(text, str):
         text = "(no message)" if text is None else json.dumps(text, sort_keys=True)
+    text = text[: MAX_TEXT * 2]  # what is masked is bounded, whatever a bot sent
     for pattern, mask in _MASKS:
         text = pattern.sub(mask, text)
     return text.strip()[:MAX_TEXT] or "(empty message)"
+
+
+_TEXT_FIELD = re.compile(r'"(?:error|message)"\s*:\s*"((?:[^"\\]|\\.){0,' + str(MAX_TEXT) + "})")
+
+
+def _text_of_head(head: str) -> str:
+    """The error text at the start of a stored message too long to read whole (bounded pattern: linear)."""
+    found = _TEXT_FIELD.search(head)
+    if found is None:
+        return head[:MAX_TEXT]
+    try:
+        return json.loads(f'"{found.group(1)}"')
+    except ValueError:  # cut inside an escape
+        return found.group(1)
 
 
 @dataclass
@@ -81,13 +105,17 @@ def error_groups(
             type__in=ERROR_TYPES, valid=True, received_at__gte=start, session__organization=organization
         )
         .order_by("-received_at")
-        .values_list("session__session_id", "session__agent_id", "type", "received_at", "message")[:MAX_ROWS]
+        .annotate(head=Substr("message", 1, MAX_READ))
+        .values_list("session__session_id", "session__agent_id", "type", "received_at", "head")[:MAX_ROWS]
     )
     groups: dict[tuple, ErrorGroup] = {}
     for session_id, agent_id, msg_type, at, raw in rows:
         message = stored_message(raw)
         data = message.get("data") if isinstance(message, dict) else None
-        text, fatal = error_of(msg_type, data if isinstance(data, dict) else {})
+        if isinstance(data, dict):
+            text, fatal = error_of(msg_type, data)
+        else:  # longer than what is read: the start of its text stands for it
+            text, fatal = _text_of_head(raw), '"fatal":true' in raw.replace(" ", "")
         agent = str(agent_id) if agent_id else None
         key = (normalise(text), agent, fatal)
         group = groups.get(key)

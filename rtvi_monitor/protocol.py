@@ -496,6 +496,11 @@ def _check_entries(data: dict) -> str:
             for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
                 if entry.get(key) is not None and not _is_number(entry[key]):
                     return f"data.{name}[{i}].{key}: expected a number up to 1e15, got {_describe(entry[key])}"
+            value = entry.get("value")
+            if name == "stt_usage" and isinstance(value, dict) and value.get("audio_seconds") is not None:
+                if not _is_number(value["audio_seconds"]):
+                    got = _describe(value["audio_seconds"])
+                    return f"data.stt_usage[{i}].value.audio_seconds: expected a number up to 1e15, got {got}"
     return ""
 
 

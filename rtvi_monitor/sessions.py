@@ -128,14 +128,13 @@ def overview(organization, now) -> dict:
     """What the home page answers "is everything fine?" with: live sessions, what is wrong, and each agent."""
     live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
     last_hour = Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
-    ended_badly = (
-        Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24))
-        .filter(Q(fatal=True) | Q(end_reason="server restarted"))
-        .select_related("agent")
-        .order_by("-ended_at")[:20]
+    badly = Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24)).filter(
+        Q(fatal=True) | Q(end_reason="server restarted")
     )
     agents = agent_overview(organization, now)
-    priced = any(a["cost_usd"] is not None for a in agents)
+    since = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
+    # Every session's cost, those with no agent too (the agents' rows leave them out).
+    cost = Session.objects.filter(organization=organization, started_at__gte=since).aggregate(total=Sum("cost_usd"))
     return {
         # A bot that left is not a call; it is counted apart until its grace runs out.
         "live_count": live.filter(bot_left_at__isnull=True).count(),
@@ -143,9 +142,10 @@ def overview(organization, now) -> dict:
         "sessions_last_hour": last_hour.count(),
         "error_sessions_last_hour": last_hour.filter(Q(error_count__gt=0) | Q(fatal=True)).count(),
         "error_groups": error_groups(organization, now),
-        "ended_badly": list(ended_badly),
+        "ended_badly": list(badly.select_related("agent").order_by("-ended_at")[:20]),
+        "ended_badly_count": badly.count(),
         "agents": agents,
-        "cost_usd": sum(a["cost_usd"] for a in agents if a["cost_usd"] is not None) if priced else None,
+        "cost_usd": cost["total"],
     }
 
 

@@ -86,7 +86,21 @@ def test_error_rate_needs_enough_sessions_and_compares_the_share_with_the_thresh
     assert set(alert.session_ids) == {"e0", "e1", "e2"}
     for i in range(3):
         Session.objects.create(organization=org, session_id=f"ok-more{i}")
-    assert evaluate(rate) == (0, 1)  # 3 of 11 = 27 %
+    assert evaluate(rate) == (0, 0)  # 3 of 11 = 27 %: under 30 %, not yet under 24 %, so it does not flap
+    for i in range(2):
+        Session.objects.create(organization=org, session_id=f"ok-last{i}")
+    assert evaluate(rate) == (0, 1)  # 3 of 13 = 23 %
+
+
+def test_error_rate_keeps_firing_while_there_are_too_few_sessions_to_judge(org):
+    rate = rule(org, C.ERROR_RATE, threshold=30, window_minutes=10)
+    for i in range(5):
+        Session.objects.create(organization=org, session_id=f"e{i}", error_count=1)
+    assert evaluate(rate) == (1, 0)
+    Session.objects.update(started_at=timezone.now() - timedelta(minutes=11))
+    Session.objects.create(organization=org, session_id="late", error_count=1)
+    assert evaluate(rate) == (0, 0)  # 1 of 1: traffic dropped, not the errors
+    assert Alert.objects.get().status == "firing"
 
 
 def test_turn_latency_fires_per_agent(org, agents):
@@ -127,6 +141,33 @@ def test_agents_api_down_fires_after_its_window(org, httpx_mock, settings):
     assert evaluate(down, context, now=timezone.now() + timedelta(minutes=6)) == (1, 0)
     assert Alert.objects.get().figures["failing_minutes"] >= 6
     assert evaluate(down, {"agents_api": {}}) == (0, 1)  # it answers again
+
+
+def test_a_fatal_error_counts_from_when_it_came_not_how_long_its_session_goes_on(org):
+    fatal = rule(org, C.FATAL_ERROR, window_minutes=10)
+    session = fatal_session(org, "call-1")
+    Event.objects.filter(session=session).update(received_at=time.time() - 3600)  # an hour ago
+    Session.objects.filter(pk=session.pk).update(last_event_at=timezone.now())  # still sending metrics
+    assert evaluate(fatal) == (0, 0)
+
+
+def test_a_bots_error_text_reaches_slack_as_text(org, agents, httpx_mock):
+    fatal = rule(org, C.FATAL_ERROR)
+    fatal_session(org, "call-1", text="<!channel> <https://evil.example|Reset your key> & co")
+    evaluate(fatal)
+    httpx_mock.add_response(url="https://hooks.example.com/rtvi", method="POST")
+    _deliver_due()
+    text = json.loads(httpx_mock.get_requests()[-1].content)["text"]
+    assert "&lt;!channel&gt; &lt;https://evil.example|Reset your key&gt; &amp; co" in text and "<!channel>" not in text
+
+
+def test_no_sessions_forgets_a_deleted_agent(org, agents):
+    quiet = rule(org, C.NO_SESSIONS, window_minutes=30, threshold=3)
+    for i in range(3):
+        session = Session.objects.create(organization=org, session_id=f"old{i}", agent=agents[2], status="ended")
+        Session.objects.filter(pk=session.pk).update(started_at=timezone.now() - timedelta(hours=2))
+    assert agents[2].deleted_at is not None
+    assert evaluate(quiet) == (0, 0)
 
 
 def test_the_database_keeps_one_firing_alert_per_rule_and_key(org):
@@ -180,7 +221,10 @@ def test_a_webhook_is_retried_with_back_off_then_sent_with_what_happened(org, ag
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("sent", 2)
     body = json.loads(httpx_mock.get_requests(method="POST")[-1].content)
-    assert body["text"].startswith("[FIRING] fatal_error rule: Fatal error in 1 session (support-bot)")
+    assert body["text"] == (
+        "[FIRING] fatal_error rule: Fatal error in 1 session (support-bot): LLM service returned 401 Unauthorized"
+        " <https://rtvi.example.com/alerts/>"
+    )
     assert body["rule"] == {
         "id": fatal.pk,
         "name": "fatal_error rule",
@@ -218,6 +262,22 @@ def test_a_webhook_into_the_dashboards_own_network_is_refused_for_good(org, sett
     delivery = AlertDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("failed", 1)
     assert "private address" in delivery.last_error and "ALERT_WEBHOOK_ALLOW_PRIVATE" in delivery.last_error
+
+
+def test_a_webhook_goes_to_the_address_that_was_checked(org, settings, httpx_mock, monkeypatch):
+    """The name is resolved once and the POST goes to that address: a second answer (DNS rebinding) is never asked."""
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = False
+    answers = iter([[(2, 1, 6, "", ("93.184.216.34", 443))], [(2, 1, 6, "", ("127.0.0.1", 443))]])
+    monkeypatch.setattr(alerts.socket, "getaddrinfo", lambda *args, **kwargs: next(answers))
+    fatal = rule(org, C.FATAL_ERROR, webhook_url="https://hooks.example.com/rtvi")
+    fatal_session(org, "call-1")
+    evaluate(fatal)
+    httpx_mock.add_response(url="https://93.184.216.34/rtvi", method="POST")
+    _deliver_due()
+    (request,) = httpx_mock.get_requests()
+    assert request.headers["Host"] == "hooks.example.com"
+    assert request.extensions["sni_hostname"] == "hooks.example.com"  # the certificate is checked for the name
+    assert AlertDelivery.objects.get().status == "sent"
 
 
 @pytest.mark.parametrize(

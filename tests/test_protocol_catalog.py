@@ -189,6 +189,10 @@ def test_metric_values_must_be_finite_numbers():
         "data.ttfat[0].value: expected a number up to 1e15, got null"
     )
     assert validate(m("metrics", {"tokens": [5]})).error == "data.tokens[0]: expected an object, got 5"
+    huge_audio = {"stt_usage": [{"processor": "p", "model": "nova-3", "value": {"audio_seconds": 1e308}}]}
+    assert validate(m("metrics", huge_audio)).error.startswith(
+        "data.stt_usage[0].value.audio_seconds: expected a number up to 1e15"
+    )  # it would make the session's cost infinite
     assert validate(m("metrics", {"ttfb": [{"value": 1, "processor": 3}]})).error.startswith("data.ttfb[0].processor")
 
 
