@@ -6,14 +6,15 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean sdk sdk-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-pipecat.txt | $(BIN)/python
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-pipecat.txt sdk/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -e ./sdk  # edits to sdk/src are live while developing
 	touch $@
 
 # Biome lints the pages' ES modules; pinned exactly in package.json (its platform binary is pinned by
@@ -39,11 +40,23 @@ run: $(VENV)/.installed
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 
-test: $(VENV)/.installed node_modules/.installed
+test: $(VENV)/.installed node_modules/.installed sdk-test
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	node_modules/.bin/biome lint
 	node --test tests/js/
 	$(BIN)/python -m pytest
+
+# The bot package as a bot installs it: `pip install "./sdk[pipecat]"` in a fresh virtual environment
+# that has nothing of the server, then its own tests there.
+SDK_VENV := .venv-sdk
+sdk-test: $(VENV)/.installed
+	rm -rf $(SDK_VENV) && $(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/pip install --quiet "./sdk[pipecat]" pytest==9.2.0 pytest-asyncio==1.5.0
+	cd sdk && ../$(SDK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
+# A wheel and an sdist of the bot package, in sdk/dist/.
+sdk: $(VENV)/.installed
+	$(BIN)/python -m build --outdir sdk/dist sdk
 
 lint: $(VENV)/.installed node_modules/.installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

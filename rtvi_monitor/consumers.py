@@ -16,14 +16,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
-
-from dashboard.auth import bearer_token, organization_of
-from dashboard.models import Agent
-from rtvi_monitor import events, lifecycle, metrics, protocol, relay, writer
-from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
-from rtvi_monitor.ratelimit import TokenBucket
-from rtvi_monitor.registry import LiveSession, registry
-from rtvi_monitor.wire import (
+from rtvi_dashboard.wire import (
     CLOSE_BAD_REQUEST,
     CLOSE_BAD_TOKEN,
     CLOSE_FORBIDDEN,
@@ -32,6 +25,13 @@ from rtvi_monitor.wire import (
     CLOSE_STALLED,
     CLOSE_TOO_BIG,
 )
+
+from dashboard.auth import bearer_token, organization_of
+from dashboard.models import Agent
+from rtvi_monitor import events, lifecycle, metrics, protocol, relay, writer
+from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
+from rtvi_monitor.ratelimit import TokenBucket
+from rtvi_monitor.registry import LiveSession, registry
 
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from rtvi_monitor.client import DashboardClient
+from rtvi_dashboard import DashboardClient
 
 logger = logging.getLogger(__name__)
 

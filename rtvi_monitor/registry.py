@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
 from rtvi_monitor.events import Replier, Row, content_hash, load_state, reply_text, stored_form, stored_text
 from rtvi_monitor.models import Session, storable
 from rtvi_monitor.state import SessionState
-from rtvi_monitor.wire import MAX_SEQ
 
 DIRECTIONS = ("to-client", "from-client")
 

@@ -1,4 +1,4 @@
-"""rtvi_monitor.client and the demo bot against the real server (daphne in a subprocess)."""
+"""The bot package's DashboardClient (rtvi_dashboard) and the demo bot against the real server (daphne)."""
 
 import asyncio
 import json
@@ -7,8 +7,8 @@ import uuid
 
 import httpx
 import pytest
+from rtvi_dashboard import DashboardClient
 
-from rtvi_monitor.client import DashboardClient
 from rtvi_monitor.demo import DemoBot
 from tests.server import DaphneServer, free_port
 from tests.sockets import rtvi

@@ -38,9 +38,10 @@ from pipecat.metrics.metrics import TTFBMetricsData  # noqa: E402
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
+from pipecat.processors.frameworks.rtvi import RTVIProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
+from rtvi_dashboard.pipecat import DashboardRTVIProcessor  # noqa: E402
 
-from rtvi_monitor.pipecat import DashboardRTVIProcessor  # noqa: E402
 from tests.server import DaphneServer  # noqa: E402
 
 ORG = f"Acme-{uuid.uuid4().hex[:8]}"  # new in every run, for shared databases
@@ -117,7 +118,7 @@ def server():
         yield running
 
 
-async def run_bot(rtvi: DashboardRTVIProcessor) -> BotsClient:
+async def run_bot(rtvi, **worker_options) -> BotsClient:
     bots_client = BotsClient()
     pipeline = Pipeline(
         [ScriptedLLM([["It", " ships", " today."], ["You're", " welcome."]]), ScriptedTTS(), bots_client]
@@ -127,6 +128,7 @@ async def run_bot(rtvi: DashboardRTVIProcessor) -> BotsClient:
         params=PipelineParams(enable_metrics=True, enable_usage_metrics=True),
         rtvi_processor=rtvi,
         cancel_on_idle_timeout=False,
+        **worker_options,
     )
     started = asyncio.Event()
 
@@ -186,3 +188,22 @@ async def test_every_rtvi_message_of_a_real_pipeline_reaches_the_dashboard(serve
     assert [t["text"] for t in detail["transcript"] if t["role"] == "bot"] == ["It ships today.", "You're welcome."]
     assert len(detail["turns"]) == 2
     assert detail["metrics"]["ttfb"]
+
+
+async def test_a_bot_is_monitored_with_no_code_change_through_pipecats_setup_files(server, monkeypatch):
+    """The bot keeps Pipecat's own RTVIProcessor; PIPECAT_SETUP_FILES names the package's setup file."""
+    import rtvi_dashboard.setup
+
+    monkeypatch.setenv("PIPECAT_SETUP_FILES", rtvi_dashboard.setup.__file__)
+    monkeypatch.setenv("RTVI_DASHBOARD_URL", server.ws_url)
+    monkeypatch.setenv("RTVI_DASHBOARD_TOKEN", server.token)
+    monkeypatch.delenv("RTVI_DASHBOARD_SESSION_ID", raising=False)
+    rtvi = RTVIProcessor()
+    bots_client = await run_bot(rtvi, conversation_id="pipecat-setup-1")  # the session id, as the runner gives it
+    assert rtvi.dashboard.stats["acked"] == rtvi.dashboard.stats["sent"] > 0
+
+    headers = {"Authorization": f"Bearer {server.key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        lines = (await api.get("/api/sessions/pipecat-setup-1/events.ndjson")).text.splitlines()
+    to_client = [json.loads(line)["message"] for line in lines if json.loads(line)["direction"] == "to-client"]
+    assert to_client == bots_client.received

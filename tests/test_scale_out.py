@@ -186,7 +186,7 @@ async def test_a_postgresql_restart_loses_no_message_the_bot_sent(cluster):
     import shutil
     import subprocess
 
-    from rtvi_monitor.client import DashboardClient
+    from rtvi_dashboard import DashboardClient
 
     if not shutil.which("pg_ctlcluster"):
         skip_or_fail("pg_ctlcluster is not installed here, so PostgreSQL cannot be restarted")

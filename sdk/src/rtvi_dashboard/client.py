@@ -29,9 +29,9 @@ from urllib.parse import quote
 
 import websockets
 
-from rtvi_monitor.wire import CLOSE_TOO_BIG, FATAL_CLOSE_CODES, MAX_FRAME_BYTES
+from rtvi_dashboard.wire import CLOSE_TOO_BIG, FATAL_CLOSE_CODES, MAX_FRAME_BYTES
 
-logger = logging.getLogger("rtvi_monitor.client")
+logger = logging.getLogger("rtvi_dashboard.client")
 
 
 class DashboardClient:

@@ -1,8 +1,8 @@
 """What a bot and the dashboard agree on over the ingest socket. Plain Python: no Django.
 
-Shared by the server (rtvi_monitor/consumers.py) and the bot client
-(rtvi_monitor/client.py), so the two cannot drift. The protocol itself is in
-docs/PROTOCOL.md.
+Shared by the bot client (rtvi_dashboard.client) and the server, which
+installs this package (rtvi_monitor/consumers.py imports from here), so the
+two cannot drift. The protocol itself is in the dashboard's docs/PROTOCOL.md.
 """
 
 # Close codes. daphne drops close reasons, so a bot is told why in an

@@ -1,0 +1,111 @@
+"""Stream a Pipecat (1.x) bot's RTVI traffic to the dashboard.
+
+    from rtvi_dashboard.pipecat import DashboardRTVIProcessor
+
+    rtvi = DashboardRTVIProcessor(session_id=call_id, agent_id=AGENT_ID)  # RTVI_DASHBOARD_URL / _TOKEN from env
+    worker = PipelineWorker(pipeline, params=params, rtvi_processor=rtvi)
+
+The processor is Pipecat's own `RTVIProcessor`, so the bot's client keeps
+receiving everything as before. It is the one place both directions pass
+through: every message the bot sends its client goes out by
+`push_transport_message` (the RTVIObserver's too, as do bot-ready,
+server-message, server-response, error and error-response), and every client
+message is handled by `_handle_message`. Telephony bots, whose serializers
+drop RTVI, are monitored the same way: the messages are made and forwarded
+whether or not a transport carries them.
+
+Needs `pip install "rtvi-dashboard[pipecat]"` (rtvi_dashboard.client itself
+needs only `websockets`). A bot can also gain it with no code change, through
+Pipecat's PIPECAT_SETUP_FILES (rtvi_dashboard/setup.py).
+"""
+
+import os
+import uuid
+
+from pipecat.processors.frameworks.rtvi import RTVIProcessor
+
+from rtvi_dashboard.client import DashboardClient
+
+
+def client_from_env(
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    dashboard_url: str | None = None,
+    token: str | None = None,
+) -> DashboardClient:
+    """A client configured by its arguments, else the environment.
+
+    RTVI_DASHBOARD_URL (ws://127.0.0.1:8000), RTVI_DASHBOARD_TOKEN (an ingest
+    token), RTVI_DASHBOARD_AGENT_ID and RTVI_DASHBOARD_SESSION_ID; a session
+    id that nobody gives is a new UUID. Pass the runner's (Pipecat's
+    `runner_args.session_id`, the platform's id on Pipecat Cloud) so that the
+    dashboard's session id is the platform's.
+    """
+    return DashboardClient(
+        dashboard_url or os.environ.get("RTVI_DASHBOARD_URL", "ws://127.0.0.1:8000"),
+        token or os.environ.get("RTVI_DASHBOARD_TOKEN", ""),
+        session_id or os.environ.get("RTVI_DASHBOARD_SESSION_ID") or uuid.uuid4().hex,
+        agent_id or os.environ.get("RTVI_DASHBOARD_AGENT_ID") or None,
+    )
+
+
+class DashboardRTVIProcessor(RTVIProcessor):
+    """An RTVIProcessor that also streams every RTVI message to the dashboard."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        dashboard_url: str | None = None,
+        token: str | None = None,
+        client: DashboardClient | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token)
+
+    async def _start(self, frame):
+        self.dashboard.start()
+        await super()._start(frame)
+
+    async def push_transport_message(self, model, exclude_none: bool = True):
+        self.dashboard.send(model.model_dump(exclude_none=exclude_none), "to-client")
+        await super().push_transport_message(model, exclude_none)
+
+    async def _handle_message(self, message, user_id: str | None = None):
+        self.dashboard.send(message.model_dump(exclude_none=True), "from-client")
+        await super()._handle_message(message, user_id)
+
+    async def cleanup(self):
+        await super().cleanup()
+        await self.dashboard.close()
+
+
+def attach(rtvi: RTVIProcessor, client: DashboardClient) -> None:
+    """Make an existing RTVIProcessor stream to the dashboard too (what DashboardRTVIProcessor does by subclassing).
+
+    For a worker the bot built with Pipecat's own processor: the setup file
+    (rtvi_dashboard/setup.py) attaches the dashboard to it without a code
+    change in the bot. The client must be started by the caller.
+    """
+    if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
+        return  # already streaming
+    push, handle, cleanup = rtvi.push_transport_message, rtvi._handle_message, rtvi.cleanup
+
+    async def push_transport_message(model, exclude_none: bool = True):
+        client.send(model.model_dump(exclude_none=exclude_none), "to-client")
+        await push(model, exclude_none)
+
+    async def handle_message(message, user_id: str | None = None):
+        client.send(message.model_dump(exclude_none=True), "from-client")
+        await handle(message, user_id)
+
+    async def close():
+        await cleanup()
+        await client.close()
+
+    rtvi.dashboard = client
+    rtvi.push_transport_message = push_transport_message
+    rtvi._handle_message = handle_message
+    rtvi.cleanup = close

@@ -1,0 +1,181 @@
+"""The bot package on its own, as a bot installs it: no Django, no server code.
+
+A small ingest endpoint made with `websockets` stands in for the dashboard
+(acknowledging like it: {"ack": seq} once stored); the dashboard's own test
+suite streams into the real server (tests/test_bot_client.py,
+tests/test_pipecat_integration.py).
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+import rtvi_dashboard
+import websockets
+from rtvi_dashboard import DashboardClient
+from rtvi_dashboard.wire import CLOSE_BAD_TOKEN
+
+
+class Endpoint:
+    """Accepts bot connections; stores each (seq, message) once and acknowledges it; can drop a connection."""
+
+    def __init__(self):
+        self.stored: dict[int, dict] = {}
+        self.paths: list[str] = []
+        self.tokens: list[str] = []
+        self.drop_after: int | None = None  # close the connection after this many frames
+        self.refuse = False
+
+    async def handle(self, socket):
+        self.paths.append(socket.request.path)
+        self.tokens.append(socket.request.headers.get("Authorization", ""))
+        if self.refuse:
+            await socket.close(CLOSE_BAD_TOKEN)
+            return
+        frames = 0
+        async for text in socket:
+            frames += 1
+            frame = json.loads(text)
+            for item in frame["batch"] if "batch" in frame else [frame]:
+                self.stored.setdefault(item["seq"], item)
+                await socket.send(json.dumps({"ack": item["seq"]}))
+            if self.drop_after is not None and frames >= self.drop_after:
+                self.drop_after = None
+                await socket.close()
+                return
+
+
+@pytest.fixture
+async def endpoint():
+    endpoint = Endpoint()
+    async with websockets.serve(endpoint.handle, "127.0.0.1", 0) as server:
+        endpoint.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        yield endpoint
+
+
+def rtvi(type_: str, data=None) -> dict:
+    return {"label": "rtvi-ai", "type": type_, "data": data or {}}
+
+
+def test_the_package_imports_nothing_of_the_server():
+    code = "import sys, rtvi_dashboard, rtvi_dashboard.wire; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'rtvi_monitor', 'channels')))"  # noqa: E501
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )
+    assert rtvi_dashboard.__version__ == "0.1.0"
+
+
+async def test_every_message_is_numbered_sent_and_acknowledged(endpoint):
+    client = DashboardClient(endpoint.url, "it_secret", "call-1", "agent-7")
+    client.start()
+    for i in range(50):
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    client.send(rtvi("client-ready", {"version": "2.1.0"}), "from-client")
+    await asyncio.sleep(0)
+    assert await client.flush(5)
+    await client.close()
+    assert sorted(endpoint.stored) == list(range(1, 52))
+    assert [endpoint.stored[i]["message"]["data"]["text"] for i in range(1, 51)] == [f" {i}" for i in range(50)]
+    assert endpoint.stored[51]["direction"] == "from-client"
+    assert endpoint.paths[0] == "/ws/ingest/call-1/?agent=agent-7" and endpoint.tokens[0] == "Bearer it_secret"
+    assert client.stats["acked"] == client.stats["sent"] == 51 and client.stats["dropped"] == 0
+
+
+async def test_a_lost_connection_loses_nothing(endpoint):
+    endpoint.drop_after = 1
+    client = DashboardClient(endpoint.url, "it_secret", "call-2")
+    client.start()
+    for i in range(30):
+        client.send(rtvi("bot-tts-text", {"text": str(i)}))
+        await asyncio.sleep(0.005)
+    assert await client.flush(10)
+    await client.close()
+    assert sorted(endpoint.stored) == list(range(1, 31))
+    assert len(endpoint.paths) >= 2  # it reconnected
+
+
+async def test_a_refused_token_never_slows_or_fails_the_bot(endpoint):
+    endpoint.refuse = True
+    client = DashboardClient(endpoint.url, "it_wrong", "call-3")
+    client.start()
+    client.send(rtvi("bot-ready"))  # never raises, never blocks
+    assert not await client.flush(0.5)
+    await client.close(0.5)
+    assert endpoint.stored == {}
+
+
+def test_the_setup_file_prints_its_own_path():
+    out = subprocess.run([sys.executable, "-m", "rtvi_dashboard.setup"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("rtvi_dashboard/setup.py")
+
+
+pipecat = pytest.importorskip("pipecat", reason='the [pipecat] extra: pip install "./sdk[pipecat]"')
+
+
+class Recorder:
+    """Stands in for a DashboardClient."""
+
+    def __init__(self):
+        self.sent: list[tuple[dict, str]] = []
+        self.started = self.closed = False
+
+    def start(self):
+        self.started = True
+
+    def send(self, message, direction="to-client"):
+        self.sent.append((message, direction))
+
+    async def close(self, timeout=10):
+        self.closed = True
+
+
+async def test_the_processor_is_configured_from_the_environment(monkeypatch):
+    from rtvi_dashboard.pipecat import DashboardRTVIProcessor
+
+    monkeypatch.setenv("RTVI_DASHBOARD_URL", "wss://dashboard.example.com")
+    monkeypatch.setenv("RTVI_DASHBOARD_TOKEN", "it_env")
+    monkeypatch.setenv("RTVI_DASHBOARD_AGENT_ID", "agent-env")
+    monkeypatch.delenv("RTVI_DASHBOARD_SESSION_ID", raising=False)
+    rtvi = DashboardRTVIProcessor(session_id="runner-session")
+    assert rtvi.dashboard.url == "wss://dashboard.example.com/ws/ingest/runner-session/?agent=agent-env"
+    assert rtvi.dashboard.token == "it_env"
+    assert len(DashboardRTVIProcessor().dashboard.session_id) == 32  # nobody said: a new UUID
+
+
+async def test_the_setup_hook_attaches_to_the_workers_own_rtvi_processor(monkeypatch):
+    from pipecat.processors.frameworks.rtvi import RTVIProcessor
+    from pipecat.processors.frameworks.rtvi.models import ServerMessage
+    from rtvi_dashboard import pipecat as integration
+    from rtvi_dashboard import setup
+
+    recorder = Recorder()
+    made = {}
+
+    def client_from_env(session_id=None, *args):
+        made["session_id"] = session_id
+        return recorder
+
+    monkeypatch.setattr(integration, "client_from_env", client_from_env)
+
+    class Worker:
+        _conversation_id = "conv-42"
+        rtvi = RTVIProcessor()
+
+    monkeypatch.delenv("RTVI_DASHBOARD_TOKEN", raising=False)
+    await setup.setup_pipeline_worker(Worker())
+    assert not recorder.started  # no token: not monitored, and it says so
+
+    monkeypatch.setenv("RTVI_DASHBOARD_TOKEN", "it_env")
+    monkeypatch.delenv("RTVI_DASHBOARD_SESSION_ID", raising=False)
+    worker = Worker()
+    await setup.setup_pipeline_worker(worker)
+    assert recorder.started and made["session_id"] == "conv-42"
+    await setup.setup_pipeline_worker(worker)  # twice: attached once
+    message = ServerMessage(data={"hello": "world"})
+    try:
+        await worker.rtvi.push_transport_message(message)
+    except Exception:
+        pass  # the processor is not in a running pipeline; what matters is what the dashboard got
+    assert recorder.sent == [(message.model_dump(exclude_none=True), "to-client")]
