@@ -284,6 +284,7 @@ class SessionState:
         self._user_item: dict | None = None  # the voice line partials update, and finals complete
         self._bot_item: dict | None = None  # the bot line of the current turn
         self._segments: dict[Any, _Segment] = {}  # segment_id -> segment, for updates that come late
+        self._text_sources: dict[str, str] = {}  # "llm"/"tts" -> the message type that carries it here
         self._chat_ids: dict[str, None] = {}  # send-text ids, to skip Pipecat's user-input echo of them
         self.turns = Tail()
         self._latency: dict | None = None  # cached until a turn is added
@@ -673,7 +674,20 @@ class SessionState:
                 sentences.append(text)
             self._show(item)
 
+    def _one_source(self, kind: str, msg_type: str) -> bool:
+        """Whether this message is the session's source of `kind` text ("llm" or "tts").
+
+        Pipecat 1.13+ sends clients of protocol 2.2 both the deprecated
+        bot-llm-text / bot-tts-text and the llm-raw-text / tts-raw-text that
+        replace them (2.0 sends only the new ones): the same text twice. The
+        type that comes first in a session is its source; the other is skipped.
+        """
+        source = self._text_sources.setdefault(kind, msg_type)
+        return source == msg_type
+
     def _bot_tts_text(self, event, message, data, at):
+        if not self._one_source("tts", message["type"]):
+            return
         text = _clip(data["text"])
         self.tts["current_text"] = _clip(_join_piece(self.tts["current_text"], text))
         if text.strip():
@@ -684,7 +698,14 @@ class SessionState:
                 self._show(item)
 
     def _bot_llm_text(self, event, message, data, at):
+        if not self._one_source("llm", message["type"]):
+            return
         text = _clip(data["text"])
+        turn = self._pending_turn
+        if text and turn is not None and turn["llm_first_token_at"] is None:
+            # The first token of a new reply: the LLM's text starts over even when no bot-llm-started
+            # said so (a bot with the LLM's messages off but its raw text on).
+            self.llm["current_tokens"] = ""
         if text:
             self._milestone("llm_first_token_at", at)
         self.llm["current_tokens"] = _clip(self.llm["current_tokens"] + text)
@@ -1168,7 +1189,9 @@ _HANDLERS = {
     "bot-output": SessionState._bot_output,
     "bot-transcription": SessionState._bot_transcription,
     "bot-tts-text": SessionState._bot_tts_text,
+    "tts-raw-text": SessionState._bot_tts_text,
     "bot-llm-text": SessionState._bot_llm_text,
+    "llm-raw-text": SessionState._bot_llm_text,
     "bot-llm-started": SessionState._llm_started,
     "bot-llm-stopped": SessionState._llm_stopped,
     "user-llm-text": SessionState._user_llm_text,

@@ -38,7 +38,7 @@ from pipecat.metrics.metrics import TTFBMetricsData  # noqa: E402
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
-from pipecat.processors.frameworks.rtvi import RTVIProcessor  # noqa: E402
+from pipecat.processors.frameworks.rtvi import RTVIObserverParams, RTVIProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from rtvi_dashboard.pipecat import DashboardRTVIProcessor  # noqa: E402
 
@@ -118,7 +118,7 @@ def server():
         yield running
 
 
-async def run_bot(rtvi, **worker_options) -> BotsClient:
+async def run_bot(rtvi, client_version: str = "2.1.0", **worker_options) -> BotsClient:
     bots_client = BotsClient()
     pipeline = Pipeline(
         [ScriptedLLM([["It", " ships", " today."], ["You're", " welcome."]]), ScriptedTTS(), bots_client]
@@ -138,7 +138,7 @@ async def run_bot(rtvi, **worker_options) -> BotsClient:
 
     async def speak():
         await started.wait()
-        frames = [client_message("client-ready", {"version": "2.1.0", "about": {"library": "test-client"}})]
+        frames = [client_message("client-ready", {"version": client_version, "about": {"library": "test-client"}})]
         for heard, said in (("where is my", "Where is my order?"), ("thanks", "Thanks!")):
             frames += [
                 UserStartedSpeakingFrame(),
@@ -187,6 +187,7 @@ async def test_every_rtvi_message_of_a_real_pipeline_reaches_the_dashboard(serve
     assert [t["text"] for t in detail["transcript"] if t["role"] == "user"] == ["Where is my order?", "Thanks!"]
     assert [t["text"] for t in detail["transcript"] if t["role"] == "bot"] == ["It ships today.", "You're welcome."]
     assert len(detail["turns"]) == 2
+    assert detail["llm"]["current_tokens"] == "You're welcome."  # the last reply's tokens once, not twice
     assert detail["metrics"]["ttfb"]
 
 
@@ -207,3 +208,49 @@ async def test_a_bot_is_monitored_with_no_code_change_through_pipecats_setup_fil
         lines = (await api.get("/api/sessions/pipecat-setup-1/events.ndjson")).text.splitlines()
     to_client = [json.loads(line)["message"] for line in lines if json.loads(line)["direction"] == "to-client"]
     assert to_client == bots_client.received
+
+
+DEPRECATED = {"user-transcription", "bot-llm-text", "bot-tts-text"}  # Pipecat 1.13 deprecated them; 2.0 drops them
+STYLES = {
+    # As Pipecat 2.0 will send it: user text only in user-input, bot text in bot-output and the raw-text types.
+    "2.x": (
+        "2.2.0",
+        RTVIObserverParams(
+            user_transcription_enabled=False,
+            bot_llm_enabled=False,
+            bot_tts_enabled=False,
+            stt_raw_text_enabled=True,
+            llm_raw_text_enabled=True,
+            tts_raw_text_enabled=True,
+        ),
+    ),
+    # As older bots send it: only the deprecated messages, no user-input or bot-output.
+    "deprecated only": ("1.0.0", RTVIObserverParams(bot_output_enabled=False, user_input_enabled=False)),
+    # Pipecat 1.14's defaults for a 2.2 client with raw text on: both, the same text twice.
+    "both": ("2.2.0", RTVIObserverParams(llm_raw_text_enabled=True, tts_raw_text_enabled=True)),
+}
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_the_transcript_is_the_same_whichever_rtvi_style_a_real_pipeline_sends(server, style):
+    version, params = STYLES[style]
+    session_id = f"style-{style.replace(' ', '-').replace('.', '')}"
+    rtvi = DashboardRTVIProcessor(dashboard_url=server.ws_url, token=server.token, session_id=session_id)
+    bots_client = await run_bot(rtvi, client_version=version, rtvi_observer_params=params)
+    types = {m["type"] for m in bots_client.received}
+    # (The scripted TTS frames make Pipecat send bot-transcription, not bot-output or TTS text.)
+    if style == "2.x":
+        assert not types & DEPRECATED and {"user-input", "stt-raw-text", "llm-raw-text"} <= types
+    elif style == "deprecated only":
+        assert {"user-transcription", "bot-llm-text"} <= types and "user-input" not in types
+    else:
+        assert {"user-transcription", "bot-llm-text", "user-input", "llm-raw-text"} <= types
+
+    headers = {"Authorization": f"Bearer {server.key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        detail = (await api.get(f"/api/sessions/{session_id}/")).json()
+    assert detail["invalid_count"] == 0 and detail["unknown_count"] == 0
+    assert [t["text"] for t in detail["transcript"] if t["role"] == "user"] == ["Where is my order?", "Thanks!"]
+    assert [t["text"] for t in detail["transcript"] if t["role"] == "bot"] == ["It ships today.", "You're welcome."]
+    assert len(detail["turns"]) == 2
+    assert detail["llm"]["current_tokens"] == "You're welcome."  # the last reply's tokens once, not twice

@@ -259,6 +259,27 @@ def test_a_ttfb_that_comes_after_the_bot_started_speaking_still_belongs_to_its_t
     assert (turn["tts_ttfb_ms"], turn["llm_ttfb_ms"]) == (200.0, None)
 
 
+def test_raw_text_and_its_deprecated_twin_are_read_once():
+    # Pipecat 1.13+ sends a 2.2 client both; 2.0 will send only the raw ones; older bots only the deprecated.
+    both = [
+        ("to-client", m("user-stopped-speaking")),
+        ("to-client", m("bot-llm-started")),
+        ("to-client", m("llm-raw-text", {"text": "It"})),
+        ("to-client", m("bot-llm-text", {"text": "It"})),
+        ("to-client", m("llm-raw-text", {"text": " ships."})),
+        ("to-client", m("bot-llm-text", {"text": " ships."})),
+        ("to-client", m("bot-started-speaking")),
+        ("to-client", m("tts-raw-text", {"text": "It ships."})),
+        ("to-client", m("bot-tts-text", {"text": "It ships."})),
+    ]
+    only_raw = [p for p in both if p[1]["type"] not in ("bot-llm-text", "bot-tts-text")]
+    only_old = [p for p in both if not p[1]["type"].endswith("raw-text")]
+    for pairs in (both, only_raw, only_old):
+        state = state_of(pairs)
+        assert state["llm"]["current_tokens"] == "It ships." and state["tts"]["current_text"] == "It ships."
+        assert [t["text"] for t in state["transcript"]] == ["It ships."]
+
+
 def test_each_turn_has_a_waterfall_of_the_parts_of_the_wait():
     pairs = [
         ("to-client", m("user-stopped-speaking")),  # T0
