@@ -301,3 +301,6 @@ EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "false")
 EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "rtvi-dashboard@localhost")
+
+# OTLP_MAX_BYTES: the largest body POST /v1/traces takes (after gunzip too); over it: 413.
+OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(2 * 1024 * 1024))  # under Django's DATA_UPLOAD_MAX_MEMORY_SIZE

@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import api, errors, views
-from rtvi_monitor import alert_views
+from rtvi_monitor import alert_views, otlp
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -20,6 +20,7 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/", views.agent_detail, name="agent_detail"),
     path("api/agents/", api.agents_json, name="agents_json"),
     path("v1/agents", api.agents, name="v1_agents"),
+    path("v1/traces", otlp.traces, name="v1_traces"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

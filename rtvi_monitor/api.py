@@ -13,6 +13,7 @@ from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
+from rtvi_monitor.traces import session_traces
 
 MAX_LIMIT = 500
 
@@ -67,6 +68,14 @@ def session_list(request):
 def session_detail_json(request, session):
     """GET /api/sessions/<session_id>/: the session and everything derived from its messages."""
     return StrictJsonResponse(session_detail(session))
+
+
+@json_methods("GET")
+@key_or_staff_required
+@with_session
+def session_traces_json(request, session):
+    """GET /api/sessions/<session_id>/traces/: what the bot's OpenTelemetry traces say of each turn (or null)."""
+    return StrictJsonResponse({"traces": session_traces(session.organization_id, session.session_id)})
 
 
 CHUNK = 2000

@@ -370,3 +370,38 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder} until {self.expires_at:%H:%M:%S}"
+
+
+class Span(models.Model):
+    """One OpenTelemetry span a bot exported (POST /v1/traces), kept as the bot sent it, bounded.
+
+    Spans join sessions by the `conversation.id` attribute Pipecat puts on
+    its conversation and turn spans (PipelineWorker(conversation_id=...):
+    the session id), and through their trace the service spans under them
+    (rtvi_monitor/traces.py).
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="spans")
+    trace_id = models.CharField(max_length=32)  # hex
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    conversation_id = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=200)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    attributes = models.JSONField(default=dict)
+    status_code = models.PositiveSmallIntegerField(default=0)  # OTLP: 0 unset, 1 ok, 2 error
+    service_name = models.CharField(max_length=200, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "trace_id", "span_id"], name="span_unique_in_org")
+        ]
+        indexes = [
+            models.Index(fields=["organization", "conversation_id"], name="span_conversation_idx"),
+            models.Index(fields=["organization", "trace_id"], name="span_trace_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.trace_id}/{self.span_id}"

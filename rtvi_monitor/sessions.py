@@ -14,6 +14,7 @@ from rtvi_monitor import events
 from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import Session
 from rtvi_monitor.state import percentile
+from rtvi_monitor.traces import session_traces
 
 
 class BadFilter(ValueError):
@@ -92,6 +93,8 @@ def session_detail(session: Session) -> dict:
         "event_count": counts.get("total", session.event_count),
         "invalid_count": counts.get("invalid", session.invalid_count),
         "unknown_count": counts.get("unknown", session.unknown_count),
+        # What the bot's OpenTelemetry traces say of each turn (POST /v1/traces), when it exports them.
+        "traces": session_traces(session.organization_id, session.session_id),
     }
 
 

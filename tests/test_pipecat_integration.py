@@ -254,3 +254,25 @@ async def test_the_transcript_is_the_same_whichever_rtvi_style_a_real_pipeline_s
     assert [t["text"] for t in detail["transcript"] if t["role"] == "bot"] == ["It ships today.", "You're welcome."]
     assert len(detail["turns"]) == 2
     assert detail["llm"]["current_tokens"] == "You're welcome."  # the last reply's tokens once, not twice
+
+
+async def test_a_real_pipelines_traces_join_its_session_and_turns(server):
+    """Pipecat's own tracing (enable_tracing) exporting with OpenTelemetry's OTLP/HTTP exporter to /v1/traces."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from pipecat.utils.tracing.setup import setup_tracing
+
+    # The three lines a bot adds (beside conversation_id=its session id on the worker):
+    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", headers={"Authorization": f"Bearer {server.token}"})
+    assert setup_tracing(service_name="support-bot", exporter=exporter)
+    rtvi = DashboardRTVIProcessor(dashboard_url=server.ws_url, token=server.token, session_id="traced-1")
+    await run_bot(rtvi, enable_tracing=True, conversation_id="traced-1")
+    assert await asyncio.to_thread(trace.get_tracer_provider().force_flush)
+
+    headers = {"Authorization": f"Bearer {server.key}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as api:
+        detail = (await api.get("/api/sessions/traced-1/")).json()
+    traces = detail["traces"]
+    assert traces is not None and traces["spans"] >= 3  # the conversation and its turns
+    assert [t["turn_number"] for t in traces["turns"]] == [1, 2]
+    assert all(t["duration_ms"] > 0 for t in traces["turns"])
