@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from tests.otlp_samples import attr, otlp_json, span  # the spans the tests send, shaped as Pipecat's
+from tests.otlp_samples import LLM, attr, otlp_json, span  # the spans the tests send, shaped as Pipecat's
 from tests.server import DaphneServer
 
 
@@ -45,11 +45,7 @@ def batch(index: int, size: int, conversation_id: str) -> ExportTraceServiceRequ
                 start + 1200,
                 turn_id,
                 trace,
-                gen_ai__request__model="gpt-4o",
-                gen_ai__provider__name="openai",
-                metrics__ttfb=0.41,
-                gen_ai__usage__input_tokens=812,
-                gen_ai__usage__output_tokens=33,
+                **LLM,
             )
         )
         spans.append(span(turn_id + 3, "tts", start + 700, start + 1500, turn_id, trace, metrics__ttfb=0.18))

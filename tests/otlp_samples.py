@@ -23,6 +23,16 @@ def attr(key, value) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
+# What Pipecat's LLM service spans carry.
+LLM = {
+    "gen_ai__request__model": "gpt-4o",
+    "gen_ai__provider__name": "openai",
+    "metrics__ttfb": 0.41,
+    "gen_ai__usage__input_tokens": 812,
+    "gen_ai__usage__output_tokens": 33,
+}
+
+
 def span(span_id: int, name: str, start_ms: float, end_ms: float, parent: int = 0, trace=TRACE, **attributes):
     return OtlpSpan(
         trace_id=trace,
@@ -59,11 +69,7 @@ def conversation(conversation_id="call-1", trace=TRACE) -> ExportTraceServiceReq
             1200,
             2,
             trace,
-            gen_ai__request__model="gpt-4o",
-            gen_ai__provider__name="openai",
-            metrics__ttfb=0.41,
-            gen_ai__usage__input_tokens=812,
-            gen_ai__usage__output_tokens=33,
+            **LLM,
         ),
         span(5, "tts", 700, 1500, 2, trace, gen_ai__request__model="sonic-2", metrics__ttfb=0.18),
         span(
