@@ -8,8 +8,8 @@ import uuid
 import httpx
 import pytest
 from rtvi_dashboard import DashboardClient
+from rtvi_dashboard.demo import DemoBot
 
-from rtvi_monitor.demo import DemoBot
 from tests.server import DaphneServer, free_port
 from tests.sockets import rtvi
 

@@ -12,8 +12,8 @@ import uuid
 
 import httpx
 import pytest
+from rtvi_dashboard.demo import SCENARIOS, SCRIPTS, WRAP_UP, DemoBot
 
-from rtvi_monitor.demo import SCENARIOS, SCRIPTS, WRAP_UP, DemoBot
 from tests.server import DaphneServer
 
 ORG = f"Demo-{uuid.uuid4().hex[:8]}"  # new in every run, for shared databases

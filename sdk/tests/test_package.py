@@ -60,7 +60,7 @@ def rtvi(type_: str, data=None) -> dict:
 
 
 def test_the_package_imports_nothing_of_the_server():
-    code = "import sys, rtvi_dashboard, rtvi_dashboard.wire; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'rtvi_monitor', 'channels')))"  # noqa: E501
+    code = "import sys, rtvi_dashboard, rtvi_dashboard.wire, rtvi_dashboard.demo, rtvi_dashboard.setup; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'rtvi_monitor', 'channels')))"  # noqa: E501
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     )

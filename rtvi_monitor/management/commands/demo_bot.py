@@ -3,7 +3,7 @@
 It is a client of the public ingest socket, like any real bot. With no
 --token it issues an ingest token for the organization and reads its agents
 (setup, like reading a config file); each session goes to one of them, and
-the agent's name picks how it behaves (rtvi_monitor.demo.PERSONAS). The
+the agent's name picks how it behaves (rtvi_dashboard.demo.PERSONAS). The
 messages themselves travel only over the socket.
 """
 
@@ -11,9 +11,9 @@ import asyncio
 import os
 
 from django.core.management.base import BaseCommand, CommandError
+from rtvi_dashboard.demo import SCENARIOS, DemoBot
 
 from dashboard.models import Agent, Organization
-from rtvi_monitor.demo import SCENARIOS, DemoBot
 from rtvi_monitor.models import IngestToken
 
 

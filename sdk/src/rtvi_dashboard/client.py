@@ -28,7 +28,6 @@ from collections import OrderedDict
 from urllib.parse import quote
 
 import websockets
-
 from rtvi_dashboard.wire import CLOSE_TOO_BIG, FATAL_CLOSE_CODES, MAX_FRAME_BYTES
 
 logger = logging.getLogger("rtvi_dashboard.client")

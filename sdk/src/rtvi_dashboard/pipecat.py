@@ -23,7 +23,6 @@ import os
 import uuid
 
 from pipecat.processors.frameworks.rtvi import RTVIProcessor
-
 from rtvi_dashboard.client import DashboardClient
 
 

@@ -11,7 +11,7 @@ tokens, characters and audio seconds are reported per model so that a call
 can be priced.
 
 The messages are those of a current Pipecat (1.14) bot, in its order
-(tests/rtvi_samples.py has the recorded shapes). The bot reaches the
+(the dashboard's tests/rtvi_samples.py has the recorded shapes). The bot reaches the
 dashboard only through `DashboardClient`, the public ingest socket. A seed
 makes a bot's sessions reproducible: the same messages, but for their
 wall-clock timestamps and the session ids.
