@@ -47,12 +47,13 @@ test: $(VENV)/.installed node_modules/.installed sdk-test
 	$(BIN)/python -m pytest
 
 # The bot package as a bot installs it: `pip install "./sdk[pipecat]"` in a fresh virtual environment
-# that has nothing of the server, then its own tests there.
+# that has nothing of the server, then its own tests there, one of them a real Pipecat pipeline
+# streaming into a live dashboard (run from the project's venv, DASHBOARD_PYTHON).
 SDK_VENV := .venv-sdk
 sdk-test: $(VENV)/.installed
 	rm -rf $(SDK_VENV) && $(PYTHON) -m venv $(SDK_VENV)
 	$(SDK_VENV)/bin/pip install --quiet "./sdk[pipecat]" pytest==9.2.0 pytest-asyncio==1.5.0
-	cd sdk && ../$(SDK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	cd sdk && DASHBOARD_PYTHON=$(CURDIR)/$(BIN)/python ../$(SDK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 
 # A wheel and an sdist of the bot package, in sdk/dist/.
 sdk: $(VENV)/.installed
