@@ -39,6 +39,7 @@ from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.processors.frameworks.rtvi import RTVIObserverParams, RTVIProcessor  # noqa: E402
+from pipecat.utils.tracing.service_decorators import traced_llm  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from rtvi_dashboard.pipecat import DashboardRTVIProcessor  # noqa: E402
 
@@ -49,23 +50,37 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class ScriptedLLM(FrameProcessor):
-    """Answers each final transcription by streaming canned tokens, with a TTFB metric in seconds."""
+    """Answers each final transcription by streaming canned tokens, with a TTFB metric in seconds.
+
+    Traced as Pipecat's LLM services are: its answer runs under Pipecat's own `traced_llm`, with the
+    tracing setup an AIService takes from the worker, so an LLM span hangs under each turn's span.
+    """
 
     def __init__(self, answers: list[list[str]]):
         super().__init__()
         self.answers = answers
+        self._full_model_name = "canned-1"
+
+    async def setup(self, setup):
+        await super().setup(setup)
+        self._tracing_enabled = setup.enable_tracing  # as pipecat.services.ai_service.AIService does
+        self._tracing_context = setup.tracing_context
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
         if isinstance(frame, TranscriptionFrame) and self.answers:
-            await self.push_frame(LLMFullResponseStartFrame())
-            await self.push_frame(
-                MetricsFrame(data=[TTFBMetricsData(processor="ScriptedLLM#0", model="canned-1", value=0.21)])
-            )
-            for token in self.answers.pop(0):
-                await self.push_frame(LLMTextFrame(text=token))
-            await self.push_frame(LLMFullResponseEndFrame())
+            await self._answer(None)
+
+    @traced_llm
+    async def _answer(self, context):
+        await self.push_frame(LLMFullResponseStartFrame())
+        await self.push_frame(
+            MetricsFrame(data=[TTFBMetricsData(processor="ScriptedLLM#0", model="canned-1", value=0.21)])
+        )
+        for token in self.answers.pop(0):
+            await self.push_frame(LLMTextFrame(text=token))
+        await self.push_frame(LLMFullResponseEndFrame())
 
 
 class ScriptedTTS(FrameProcessor):
@@ -276,3 +291,7 @@ async def test_a_real_pipelines_traces_join_its_session_and_turns(server):
     assert traces is not None and traces["spans"] >= 3  # the conversation and its turns
     assert [t["turn_number"] for t in traces["turns"]] == [1, 2]
     assert all(t["duration_ms"] > 0 for t in traces["turns"])
+    # Each turn's LLM span, made by Pipecat's traced_llm, under the turn it answered.
+    for turn in traces["turns"]:
+        (llm,) = [span for span in turn["spans"] if span["name"] == "llm"]
+        assert llm["model"] == "canned-1" and llm["duration_ms"] >= 0
