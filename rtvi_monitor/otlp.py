@@ -13,6 +13,7 @@ answer is OTLP's success, in the request's encoding.
 import base64
 import gzip
 import json
+import math
 import zlib
 
 from django.conf import settings
@@ -48,8 +49,10 @@ def _value(any_value):
     value = getattr(any_value, kind)
     if kind == "string_value":
         return value[:MAX_STRING]
-    if kind in ("bool_value", "double_value"):
+    if kind == "bool_value":
         return value
+    if kind == "double_value":
+        return value if math.isfinite(value) else None  # JSON (and PostgreSQL's jsonb) has no NaN or Infinity
     if kind == "int_value":
         return int(value)
     if kind == "bytes_value":
@@ -121,6 +124,10 @@ def spans_of(request: ExportTraceServiceRequest, organization) -> list[Span]:
                     raise BadTraces(f"{where}: it ends before it starts")
                 if span.end_time_unix_nano >= 2**63:
                     raise BadTraces(f"{where}: its times are out of range")
+                if span.parent_span_id == span.span_id:
+                    raise BadTraces(f"{where}: it is its own parent")
+                if span.status.code not in (0, 1, 2):
+                    raise BadTraces(f"{where}: status.code must be 0 (unset), 1 (ok) or 2 (error)")
                 attributes = _attributes(span.attributes)
                 conversation = attributes.get("conversation.id")
                 rows.append(
@@ -164,6 +171,8 @@ def _body(request) -> bytes:
         raise BadTraces("the body is not valid gzip") from None
     if len(body) > limit:
         raise OverflowError
+    if not inflater.eof or inflater.unused_data:
+        raise BadTraces("the gzip body is cut short or has data after its end")  # never half a request
     return body
 
 
@@ -175,7 +184,10 @@ def traces(request):
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type not in (PROTOBUF, JSON):
         return json_error(f"Content-Type {content_type or '(none)'}: send {PROTOBUF} or {JSON} (OTLP/HTTP).", 415)
-    if int(request.headers.get("Content-Length") or 0) > settings.OTLP_MAX_BYTES:
+    length = request.headers.get("Content-Length") or "0"
+    if not length.isdigit():
+        return json_error(f"Content-Length {length[:40]!r} is not a number of bytes.", 400)
+    if int(length) > settings.OTLP_MAX_BYTES:
         return json_error(f"The body is over OTLP_MAX_BYTES ({settings.OTLP_MAX_BYTES} bytes).", 413)
     try:
         rows = spans_of(parse(_body(request), content_type), token.organization)

@@ -12,6 +12,7 @@ conversation; a turn's are those under its span.
 from rtvi_monitor.models import Span
 
 MAX_SPANS = 20_000  # read per session
+MAX_DEPTH = 32  # parents walked up from a span to find its turn
 
 
 def _ms(ns: int) -> float:
@@ -48,18 +49,22 @@ def session_traces(organization, session_id: str) -> dict | None:
     spans = list(Span.objects.filter(organization=organization, trace_id__in=traces).order_by("start_ns")[:MAX_SPANS])
     if not spans:
         return None
-    # A span id is unique within its trace only.
-    children: dict[tuple[str, str], list[Span]] = {}
+    # A span id is unique within its trace only. Each span belongs to its nearest "turn" ancestor,
+    # found by walking up at most MAX_DEPTH parents: a bot's cycles or deep chains cost no more.
+    by_id = {(span.trace_id, span.span_id): span for span in spans}
+    under: dict[tuple[str, str], list[Span]] = {}
     for span in spans:
-        children.setdefault((span.trace_id, span.parent_span_id), []).append(span)
-
-    def under(span: Span) -> list[Span]:
-        found, stack = [], list(children.get((span.trace_id, span.span_id), ()))
-        while stack:
-            child = stack.pop()
-            found.append(child)
-            stack.extend(children.get((child.trace_id, child.span_id), ()))
-        return sorted(found, key=lambda s: s.start_ns)
+        if span.name == "turn":
+            continue
+        current = span
+        for _ in range(MAX_DEPTH):
+            parent = by_id.get((current.trace_id, current.parent_span_id)) if current.parent_span_id else None
+            if parent is None or parent is span:
+                break
+            if parent.name == "turn":
+                under.setdefault((parent.trace_id, parent.span_id), []).append(span)
+                break
+            current = parent
 
     turns = []
     for span in spans:
@@ -74,7 +79,7 @@ def session_traces(organization, session_id: str) -> dict | None:
                 "duration_ms": _ms(span.end_ns - span.start_ns),
                 "interrupted": span.attributes.get("turn.was_interrupted") is True,
                 "user_bot_latency_ms": round(latency * 1000, 3) if latency is not None else None,
-                "spans": [_service(child, span.start_ns) for child in under(span)],
+                "spans": [_service(child, span.start_ns) for child in under.get((span.trace_id, span.span_id), ())],
             }
         )
     return {"spans": len(spans), "turns": sorted(turns, key=lambda t: t["turn_number"])}

@@ -6,7 +6,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rtvi_monitor.models import IngestToken, Session, Span
-from tests.otlp_samples import conversation, otlp_json, span
+from tests.otlp_samples import attr, conversation, otlp_json, span
 
 pytestmark = pytest.mark.django_db
 
@@ -147,3 +147,42 @@ def test_span_ids_are_only_unique_within_their_trace(client, org, token, api_key
     traces = client.get("/api/sessions/call-1/traces/", HTTP_AUTHORIZATION=f"Bearer {api_key}").json()["traces"]
     assert traces["spans"] == 14
     assert [len(turn["spans"]) for turn in traces["turns"]] == [3, 3, 1, 1]
+
+
+def test_cycles_and_deep_chains_of_spans_cost_no_more_than_their_count(client, org, token, api_key):
+    """A bot decides the parents: spans in a cycle, a turn inside a turn inside a turn… are read in bounded time."""
+    Session.objects.create(organization=org, session_id="call-1")
+    turns = [span(1, "turn", 0, 10, 0, conversation__id="call-1", turn__number=1)]
+    turns += [span(i, "turn", i, i + 5, i - 1, turn__number=i) for i in range(2, 3000)]  # each inside the last
+    loop = [span(5001, "a", 1, 2, 5002), span(5002, "b", 1, 2, 5001)]  # a cycle, under no turn
+    request = ExportTraceServiceRequest(resource_spans=[{"scope_spans": [{"spans": turns + loop}]}])
+    assert post(client, request.SerializeToString(), token).status_code == 200
+    traces = client.get("/api/sessions/call-1/traces/", HTTP_AUTHORIZATION=f"Bearer {api_key}").json()["traces"]
+    assert len(traces["turns"]) == 2999 and all(turn["spans"] == [] for turn in traces["turns"])
+
+
+def test_what_json_and_the_databases_cannot_hold_is_refused_or_made_null(client, org, token):
+    request = conversation()
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[4].attributes.append(attr("metrics.ttfb_bad", float("nan")))
+    assert post(client, request.SerializeToString(), token).status_code == 200
+    assert Span.objects.get(span_id="0000000000000005").attributes["metrics.ttfb_bad"] is None
+
+    Span.objects.all().delete()
+    spans[0].status.code = 70000  # the proto's enum is open: any int32 decodes
+    response = post(client, request.SerializeToString(), token)
+    assert response.status_code == 400 and "status.code" in response.json()["error"]
+    spans[0].status.code = 0
+    spans[0].parent_span_id = spans[0].span_id
+    response = post(client, request.SerializeToString(), token)
+    assert response.status_code == 400 and "its own parent" in response.json()["error"]
+    assert not Span.objects.exists()
+
+
+def test_a_gzip_body_cut_short_stores_nothing(client, token):
+    body = gzip.compress(conversation().SerializeToString())
+    response = post(client, body[: len(body) - 12], token, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 400 and "cut short" in response.json()["error"]
+    response = post(client, body + b"trailing", token, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 400
+    assert not Span.objects.exists()

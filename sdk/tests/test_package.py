@@ -155,6 +155,7 @@ async def test_the_setup_hook_attaches_to_the_workers_own_rtvi_processor(monkeyp
 
     def client_from_env(session_id=None, *args):
         made["session_id"] = session_id
+        made["clients"] = made.get("clients", 0) + 1
         return recorder
 
     monkeypatch.setattr(integration, "client_from_env", client_from_env)
@@ -172,10 +173,34 @@ async def test_the_setup_hook_attaches_to_the_workers_own_rtvi_processor(monkeyp
     worker = Worker()
     await setup.setup_pipeline_worker(worker)
     assert recorder.started and made["session_id"] == "conv-42"
-    await setup.setup_pipeline_worker(worker)  # twice: attached once
+    await setup.setup_pipeline_worker(worker)  # twice: attached once, and no second client is started
+    assert made["clients"] == 1
     message = ServerMessage(data={"hello": "world"})
     try:
         await worker.rtvi.push_transport_message(message)
     except Exception:
         pass  # the processor is not in a running pipeline; what matters is what the dashboard got
     assert recorder.sent == [(message.model_dump(exclude_none=True), "to-client")]
+
+
+async def test_a_worker_with_no_conversation_id_gets_the_sessions_for_its_traces(monkeypatch):
+    from pipecat.processors.frameworks.rtvi import RTVIProcessor
+    from rtvi_dashboard import pipecat as integration
+    from rtvi_dashboard import setup
+
+    monkeypatch.setattr(integration, "client_from_env", lambda session_id=None, *args: Recorder())
+    monkeypatch.setenv("RTVI_DASHBOARD_TOKEN", "it_env")
+    monkeypatch.setenv("RTVI_DASHBOARD_SESSION_ID", "from-env")
+
+    class Observer:
+        _conversation_id = None
+
+    class Worker:
+        _conversation_id = None
+        _turn_trace_observer = Observer()
+        rtvi = RTVIProcessor()
+
+    worker = Worker()
+    await setup.setup_pipeline_worker(worker)
+    # Pipecat's tracing would have made up its own id: the spans now carry the session's.
+    assert worker._conversation_id == worker._turn_trace_observer._conversation_id == "from-env"

@@ -9,20 +9,22 @@ Pipecat (1.14) imports each file named in PIPECAT_SETUP_FILES and calls its
 `setup_pipeline_worker(worker)` while each PipelineWorker sets up, before the
 pipeline starts (pipecat/utils/startup.py; Pipecat's Tail and Whisker attach
 the same way). This one attaches the dashboard to the worker's RTVI
-processor. The session id is RTVI_DASHBOARD_SESSION_ID, else the worker's
-conversation id (`PipelineWorker(conversation_id=...)`), else a new UUID.
+processor. The session id is the worker's conversation id
+(`PipelineWorker(conversation_id=...)`), else RTVI_DASHBOARD_SESSION_ID, else
+a new UUID, which the worker's tracing then uses too.
 Without RTVI_DASHBOARD_TOKEN it does nothing but say so.
 """
 
 import logging
 import os
 import sys
+import uuid
 
 logger = logging.getLogger("rtvi_dashboard.setup")
 
 
 async def setup_pipeline_worker(worker) -> None:
-    from rtvi_dashboard.pipecat import attach, client_from_env
+    from rtvi_dashboard.pipecat import DashboardRTVIProcessor, attach, client_from_env
 
     if not os.environ.get("RTVI_DASHBOARD_TOKEN"):
         logger.warning("rtvi_dashboard: RTVI_DASHBOARD_TOKEN is not set; this bot is not monitored")
@@ -32,9 +34,29 @@ async def setup_pipeline_worker(worker) -> None:
     except Exception:
         logger.warning("rtvi_dashboard: this worker has RTVI disabled; nothing to monitor")
         return
-    client = client_from_env(os.environ.get("RTVI_DASHBOARD_SESSION_ID") or getattr(worker, "_conversation_id", None))
+    if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
+        return  # already streaming (the bot's own processor, or this file named twice)
+    session_id = conversation_id(worker)
+    client = client_from_env(session_id)
     client.start()
     attach(rtvi, client)
+
+
+def conversation_id(worker) -> str:
+    """The session id: the worker's conversation id, which its traces carry too.
+
+    A worker given none would have Pipecat's tracing make up its own: the
+    dashboard's id is given to it instead (before the pipeline starts, when
+    this runs), so the spans and the messages land on one session.
+    """
+    session_id = getattr(worker, "_conversation_id", None)
+    if not session_id:
+        session_id = os.environ.get("RTVI_DASHBOARD_SESSION_ID") or uuid.uuid4().hex
+        worker._conversation_id = session_id
+        observer = getattr(worker, "_turn_trace_observer", None)
+        if observer is not None and getattr(observer, "_conversation_id", None) is None:
+            observer._conversation_id = session_id
+    return session_id
 
 
 if __name__ == "__main__":
