@@ -4,7 +4,8 @@ For each target server, in the same run and with the same load generator:
 - `dashboard`: the real server (daphne + dashboard.asgi): validation, state,
   batched storage in SQLite (or DATABASE_URL), relay after storage, acks;
 - `bare`: bench/bare_relay.py, a stock Channels relay (one group_send per
-  message, no storage).
+  message, no storage);
+- `plain`: bench/plain_relay.py, a plain `websockets` relay (the floor).
 
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
@@ -13,6 +14,11 @@ and peak memory (VmHWM), and for the dashboard that every message was stored.
     .venv/bin/python bench/relay.py --bots 100 --rate 30 --seconds 20
     .venv/bin/python bench/relay.py --bots 100 --sweep 30,45,60,80 --seconds 15   # highest zero-loss rate
     .venv/bin/python bench/relay.py --processes 2 --target dashboard ...          # scale-out (REDIS_URL, DATABASE_URL)
+    .venv/bin/python bench/relay.py --bots 100 --rate 300 --seconds 10 --unpaced --viewers 1   # throughput
+
+--unpaced: each bot sends its rate x seconds messages as fast as it can;
+"delivered msg/s" is then what reached the browsers over the time from the
+start to the last receipt.
 """
 
 import argparse
@@ -78,6 +84,7 @@ class Viewer:
     seqs: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     resyncs: int = 0
+    last_at: float = 0.0  # when it last received a message
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -134,6 +141,20 @@ class BareTarget(Target):
     def stop(self):
         self.process.terminate()
         self.process.wait()
+
+
+class PlainTarget(BareTarget):
+    name = "plain"
+
+    def __init__(self):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "bench/plain_relay.py", "--port", str(self.port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1)
 
 
 class DashboardTarget(Target):
@@ -200,7 +221,7 @@ print(session.session_key)
 
 
 async def generate(
-    info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent
+    info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent, unpaced
 ) -> dict:
     """One load-generator process: some of the bots, and their sessions' browsers."""
     urls, token, cookie, dashboard = info["urls"], info["token"], info["cookie"], info["dashboard"]
@@ -232,6 +253,7 @@ async def generate(
                         if event.get("sent_at"):
                             stats.latencies.append(now - event["sent_at"])
                         stats.seqs.append(event["seq"])
+                    stats.last_at = now
                     # Acknowledge as the dashboard's page does: every 200 versions or half second.
                     version = frame.get("to", stats.seqs[-1] if stats.seqs else 0)
                     if version - acked[0] >= 200 or now - acked[1] >= 0.5:
@@ -240,9 +262,10 @@ async def generate(
                 elif frame.get("type") == "resync":
                     stats.resyncs += 1
                     await socket.send(json.dumps({"snapshot": True}))
-                elif "seq" in frame:  # the bare relay forwards the bot's frame as is
+                elif "seq" in frame:  # the bare and plain relays forward the bot's frame as is
                     stats.latencies.append(now - frame["sent_at"])
                     stats.seqs.append(frame["seq"])
+                    stats.last_at = now
 
     go = asyncio.Event()
 
@@ -258,11 +281,15 @@ async def generate(
 
             drainer = asyncio.create_task(drain())
             await go.wait()
-            await asyncio.sleep(random.random() / rate)  # spread the bots over one interval
+            if not unpaced:
+                await asyncio.sleep(random.random() / rate)  # spread the bots over one interval
             start = time.monotonic()
             for seq in range(2, per_bot + 2):  # seq 1 is the hello
                 delay = start + (seq - 2) / rate - time.monotonic()
-                if delay > 0:
+                if unpaced:
+                    if seq % 50 == 0:
+                        await asyncio.sleep(0)  # as fast as it can, but the other bots of this process too
+                elif delay > 0:
                     await asyncio.sleep(delay)
                 frame = {"seq": seq, "direction": "to-client", "sent_at": time.time(), "message": message(seq + index)}
                 await socket.send(json.dumps(frame))
@@ -299,6 +326,7 @@ async def generate(
     bot_tasks = [asyncio.create_task(bot(i, urls[i % len(urls)], f"bench-{tag}-{i}")) for i in indices]
     await asyncio.to_thread(started.wait)
     cpu_start = time.process_time()
+    go_at = time.time()
     go.set()
     finished = await asyncio.gather(*bot_tasks)
     load_cpu = time.process_time() - cpu_start
@@ -320,6 +348,8 @@ async def generate(
         "gaps": gaps,
         "resyncs": sum(v.resyncs for v in viewer_stats),
         "load_cpu": load_cpu,
+        "go_at": go_at,
+        "last_at": max((v.last_at for v in viewer_stats), default=go_at),
     }
 
 
@@ -327,7 +357,9 @@ def _generator_process(args) -> dict:
     return asyncio.run(generate(*args))
 
 
-def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str, generators: int) -> dict:
+def run_load(
+    target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str, generators: int, unpaced: bool
+) -> dict:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -342,7 +374,8 @@ def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: in
     shares = [list(range(g, bots, generators)) for g in range(generators)]
     with context.Pool(generators) as pool:
         pending = pool.map_async(
-            _generator_process, [(info, share, rate, seconds, viewers, tag, started, sent) for share in shares]
+            _generator_process,
+            [(info, share, rate, seconds, viewers, tag, started, sent, unpaced) for share in shares],
         )
         started.wait()
         pids = target.pids()
@@ -360,10 +393,11 @@ def run_load(target: Target, bots: int, rate: float, seconds: float, viewers: in
     received = sum(r["received"] for r in results)
     sent_total = bots * per_bot
     stored = target.stored([f"bench-{tag}-{i}" for i in range(bots)])
+    span = max(r["last_at"] for r in results) - min(r["go_at"] for r in results)
     return {
         "target": target.name,
-        "offered": bots * rate,
-        "delivered_per_s": received / seconds,
+        "offered": float("inf") if unpaced else bots * rate,
+        "delivered_per_s": received / (span if unpaced and span > 0 else seconds),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "lost": sent_total * viewers - received,
@@ -399,7 +433,8 @@ def main() -> None:
     parser.add_argument("--sweep", default="", help="comma-separated per-bot rates to try in turn")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--viewers", type=int, default=2)
-    parser.add_argument("--target", choices=["both", "dashboard", "bare"], default="both")
+    parser.add_argument("--target", choices=["all", "both", "dashboard", "bare", "plain"], default="all")
+    parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
     parser.add_argument("--generators", type=int, default=2, help="load generator processes")
     args = parser.parse_args()
@@ -411,13 +446,16 @@ def main() -> None:
     )
     print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
     print(HEADER)
-    kinds = ["dashboard", "bare"] if args.target == "both" else [args.target]
+    kinds = {"all": ["dashboard", "bare", "plain"], "both": ["dashboard", "bare"]}.get(args.target, [args.target])
+    targets = {"dashboard": lambda: DashboardTarget(args.processes), "bare": BareTarget, "plain": PlainTarget}
     for kind in kinds:
         for rate in rates:
-            target = DashboardTarget(args.processes) if kind == "dashboard" else BareTarget()
+            target = targets[kind]()
             try:
                 tag = f"{kind}{rate:g}-{os.getpid()}-{int(time.time())}"  # fresh session ids, even in a shared database
-                result = run_load(target, args.bots, rate, args.seconds, args.viewers, tag, args.generators)
+                result = run_load(
+                    target, args.bots, rate, args.seconds, args.viewers, tag, args.generators, args.unpaced
+                )
             finally:
                 target.stop()
             print(row(result), flush=True)
