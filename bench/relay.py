@@ -79,6 +79,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+WINDOW = 500  # --unpaced: messages a bot may have unacknowledged by the dashboard
+
+
 @dataclass
 class Viewer:
     seqs: list[int] = field(default_factory=list)
@@ -274,10 +277,13 @@ async def generate(
         async with websockets.connect(
             f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None
         ) as socket:
+            acked = [0]  # acknowledgements received (the dashboard's; the relays send none)
+            window = asyncio.Event()
 
             async def drain():
                 async for _ in socket:
-                    pass
+                    acked[0] += 1
+                    window.set()
 
             drainer = asyncio.create_task(drain())
             await go.wait()
@@ -287,8 +293,13 @@ async def generate(
             for seq in range(2, per_bot + 2):  # seq 1 is the hello
                 delay = start + (seq - 2) / rate - time.monotonic()
                 if unpaced:
+                    # As fast as it can, with at most WINDOW unacknowledged (as the bot client keeps its
+                    # buffer): a server that stores before it acks is not flooded past what it can store.
+                    while dashboard and seq - 2 - acked[0] >= WINDOW:
+                        window.clear()
+                        await window.wait()
                     if seq % 50 == 0:
-                        await asyncio.sleep(0)  # as fast as it can, but the other bots of this process too
+                        await asyncio.sleep(0)  # the other bots of this process too
                 elif delay > 0:
                     await asyncio.sleep(delay)
                 frame = {"seq": seq, "direction": "to-client", "sent_at": time.time(), "message": message(seq + index)}
@@ -331,7 +342,15 @@ async def generate(
     finished = await asyncio.gather(*bot_tasks)
     load_cpu = time.process_time() - cpu_start
     await asyncio.to_thread(sent.wait)
-    await asyncio.sleep(3)  # let the last relays arrive
+    # Let the last relays arrive: until every viewer has everything, or nothing came for 3 s.
+    expected_each = per_bot
+    while True:
+        before = sum(len(v.seqs) for v in viewer_stats)
+        if all(len(v.seqs) >= expected_each for v in viewer_stats):
+            break
+        await asyncio.sleep(3)
+        if sum(len(v.seqs) for v in viewer_stats) == before:
+            break
     done.set()
     await asyncio.gather(*tasks)
     for drainer, _ in finished:
