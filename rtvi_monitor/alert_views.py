@@ -5,7 +5,6 @@ staff browser session may read). The engine that fires them is
 rtvi_monitor/alerts.py.
 """
 
-import ipaddress
 import json
 import math
 import uuid
@@ -108,31 +107,14 @@ def parse_rule(organization, body) -> AlertRule:
         if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
             raise BadRule(f"window_minutes: expected a whole number from 1 to {MAX_WINDOW}")
         rule.window_minutes = window
-    webhook = body.get("webhook_url") or ""
-    if webhook:
-        try:
-            if not isinstance(webhook, str) or len(webhook) > 200:
-                raise ValidationError("")
-            URLValidator(schemes=["http", "https"])(webhook)
-        except ValidationError:
-            raise BadRule("webhook_url: expected an http(s) URL of at most 200 characters") from None
-        host = (urlsplit(webhook).hostname or "").strip("[]")
-        literal = _ip(host)
-        if not settings.ALERT_WEBHOOK_ALLOW_PRIVATE and (host == "localhost" or (literal and private_address(host))):
-            # Names are checked again when a webhook is sent: they may resolve to anything later.
-            raise BadRule(
-                "webhook_url: a private or loopback address; set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow it"
-            )
-        rule.webhook_url = webhook
-    email = body.get("email") or ""
-    if email:
-        try:
-            if not isinstance(email, str) or len(email) > 254:
-                raise ValidationError("")
-            validate_email(email)
-        except ValidationError:
-            raise BadRule("email: expected an e-mail address") from None
-        rule.email = email
+    rule.webhook_url = _string(
+        body, "webhook_url", 200, URLValidator(schemes=["http", "https"]), "an http(s) URL of at most 200 characters"
+    )
+    host = urlsplit(rule.webhook_url).hostname or ""
+    if rule.webhook_url and not settings.ALERT_WEBHOOK_ALLOW_PRIVATE and (host == "localhost" or private_address(host)):
+        # Names are checked again when a webhook is sent: they may resolve to anything later.
+        raise BadRule("webhook_url: a private or loopback address; set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow it")
+    rule.email = _string(body, "email", 254, validate_email, "an e-mail address")
     enabled = body.get("enabled", True)
     if not isinstance(enabled, bool):
         raise BadRule("enabled: expected true or false")
@@ -140,12 +122,17 @@ def parse_rule(organization, body) -> AlertRule:
     return rule
 
 
-def _ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
+def _string(body: dict, name: str, limit: int, validator, expected: str) -> str:
+    """An optional string field checked by a Django validator; BadRule naming it when it fails."""
+    value = body.get(name) or ""
+    if value:
+        try:
+            if not isinstance(value, str) or len(value) > limit:
+                raise ValidationError("")
+            validator(value)
+        except ValidationError:
+            raise BadRule(f"{name}: expected {expected}") from None
+    return value
 
 
 @json_methods("GET", "POST")

@@ -42,7 +42,7 @@ from django.utils import timezone
 from dashboard import agents as agents_service
 from dashboard.models import Agent, Organization
 from rtvi_monitor import lifecycle
-from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread
+from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Lease, Session
 from rtvi_monitor.state import percentile
@@ -395,8 +395,12 @@ def send_email(target: str, body: dict) -> None:
 REFUSED = "refused: "  # an error no retry can mend
 
 
-def private_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%")[0])
+def private_address(host: str) -> bool:
+    """Whether `host` is an IP address inside a private network (or loopback); a name is not."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
     return not ip.is_global or ip.is_multicast
 
 
@@ -514,7 +518,4 @@ _tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
 def start() -> None:
     """Start evaluating in this process's event loop (idempotent)."""
-    loop = asyncio.get_running_loop()
-    task = _tasks.get(loop)
-    if task is None or task.done():
-        _tasks[loop] = loop.create_task(run())
+    start_once(_tasks, run)

@@ -34,3 +34,15 @@ async def in_db_thread(fn, *args, executor: ThreadPoolExecutor = DB_THREAD):
             raise
 
     return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+
+def start_once(tasks: dict, make) -> None:
+    """Run the coroutine `make()` as one task per event loop: started if there is none, or it ended.
+
+    For the process's background loops (the session sweep, the alert engine), which every
+    server process runs once, whatever starts them first.
+    """
+    loop = asyncio.get_running_loop()
+    task = tasks.get(loop)
+    if task is None or task.done():
+        tasks[loop] = loop.create_task(make())

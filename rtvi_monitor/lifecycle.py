@@ -30,7 +30,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from rtvi_monitor import cost, events, relay, writer
-from rtvi_monitor.dbthread import LIFECYCLE_THREAD, in_db_thread
+from rtvi_monitor.dbthread import LIFECYCLE_THREAD, in_db_thread, start_once
 from rtvi_monitor.models import ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
 
@@ -42,10 +42,7 @@ _tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
 def start() -> None:
     """Start beating and sweeping in this process's event loop (idempotent)."""
-    loop = asyncio.get_running_loop()
-    task = _tasks.get(loop)
-    if task is None or task.done():
-        _tasks[loop] = loop.create_task(_run())
+    start_once(_tasks, _run)
 
 
 async def _run() -> None:

@@ -135,7 +135,7 @@ def overview(organization, now) -> dict:
         Q(fatal=True) | Q(end_reason="server restarted")
     )
     agents = agent_overview(organization, now)
-    since = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
+    since = day_start(now)
     # Every session's cost, those with no agent too (the agents' rows leave them out).
     cost = Session.objects.filter(organization=organization, started_at__gte=since).aggregate(total=Sum("cost_usd"))
     return {
@@ -155,6 +155,11 @@ def overview(organization, now) -> dict:
 HOURS = 24
 PAST_HOURS_TTL = 120  # seconds the Overview's counts of earlier hours are reused
 BUCKET_MS = 10  # the resolution of the Overview's latency percentiles
+
+
+def day_start(now):
+    """Where the Overview's 24 hours begin: the start of the hour 23 hours before this one."""
+    return (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
 
 
 def _histogram_percentile(buckets: dict[int, int], p: float) -> float | None:
@@ -181,7 +186,7 @@ def agent_overview(organization, now) -> list[dict]:
     BUCKET_MS buckets: a day of 100,000 sessions is a few thousand rows, not
     100,000 (docs/BENCHMARKS.md).
     """
-    since = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
+    since = day_start(now)
     this_hour = since + timedelta(hours=HOURS - 1)
     sessions = Session.objects.filter(organization=organization, agent__isnull=False)
     live = dict(

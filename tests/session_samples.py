@@ -1,6 +1,7 @@
 """A stored session as a real Pipecat bot leaves it, for the API and page tests."""
 
 import json
+import time
 
 from rtvi_monitor.models import Event, Session
 from tests.sockets import rtvi
@@ -58,3 +59,17 @@ def make_session(org, session_id="call-1", agent=None, messages=CONVERSATION, **
         error="not JSON",
     )
     return session
+
+
+def error_event(session, seq, text, *, fatal=False, ago=0.0, kind="error", valid=True) -> Event:
+    """An `error` (or `error-response`) message stored for `session`, received `ago` seconds ago."""
+    data = {"error": text, "fatal": fatal} if kind == "error" else {"error": text}
+    return Event.objects.create(
+        session=session,
+        seq=seq,
+        direction="to-client",
+        type=kind,
+        received_at=time.time() - ago,
+        message=json.dumps({"label": "rtvi-ai", "type": kind, "id": "r1", "data": data}),
+        valid=valid,
+    )

@@ -16,6 +16,7 @@ from dashboard.models import Price
 from rtvi_monitor import alerts
 from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, Lease, Session
 from tests.agents_samples import BASE, KEY, URL
+from tests.session_samples import error_event
 
 pytestmark = pytest.mark.django_db
 
@@ -42,15 +43,7 @@ def fatal_session(org, session_id, agent=None, text="LLM service returned 401 Un
     session = Session.objects.create(
         organization=org, session_id=session_id, agent=agent, fatal=True, error_count=1, last_event_at=timezone.now()
     )
-    message = {"label": "rtvi-ai", "type": "error", "data": {"error": text, "fatal": True}}
-    Event.objects.create(
-        session=session,
-        seq=1,
-        direction="to-client",
-        type="error",
-        received_at=time.time(),
-        message=json.dumps(message),
-    )
+    error_event(session, 1, text, fatal=True)
     return session
 
 

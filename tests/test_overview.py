@@ -10,21 +10,13 @@ from django.utils import timezone
 from rtvi_monitor.error_groups import error_groups, normalise
 from rtvi_monitor.models import Event, Session
 from rtvi_monitor.sessions import overview
+from tests.session_samples import error_event
 
 pytestmark = pytest.mark.django_db
 
 
-def error(session, seq, text, *, fatal=False, ago=60.0, kind="error", valid=True):
-    data = {"error": text, "fatal": fatal} if kind == "error" else {"error": text}
-    Event.objects.create(
-        session=session,
-        seq=seq,
-        direction="to-client",
-        type=kind,
-        received_at=time.time() - ago,
-        message=json.dumps({"label": "rtvi-ai", "type": kind, "id": "r1", "data": data}),
-        valid=valid,
-    )
+def error(session, seq, text, *, ago=60.0, **kwargs):
+    return error_event(session, seq, text, ago=ago, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -52,6 +44,7 @@ def test_masking_is_bounded_whatever_a_bot_sends():
 def test_a_huge_error_message_is_grouped_by_the_start_of_its_text(org):
     session = Session.objects.create(organization=org, session_id="big")
     text = "Pipeline crashed: " + "x" * 50_000
+    # Fatal stated before the long text: a message this long is read by its start (MAX_READ).
     message = {"label": "rtvi-ai", "type": "error", "data": {"fatal": True, "error": text}}
     Event.objects.create(
         session=session,
