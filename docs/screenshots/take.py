@@ -24,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 
 def first(api, **params) -> str:
     sessions = api.get("/api/sessions/", params={"limit": 50, **params}).json()["sessions"]
+    if params.get("status") == "live":
+        # The newest call that has had a turn: still going when the page opens.
+        return next(s for s in sessions if s["turn_count"] >= 1 and s["bot"] == "connected")["id"]
     # The richest one: the most turns.
     return max(sessions, key=lambda s: (s["turn_count"], s["event_count"]))["id"]
 
@@ -61,7 +64,16 @@ def main():
                         },
                     ),
                     ("dark", 1280, 900, {"session-dark.png": f"/sessions/{live}/"}),
-                    ("light", 390, 844, {"home-390.png": "/", "session-detail-live-390.png": f"/sessions/{live}/"}),
+                    (
+                        "light",
+                        390,
+                        844,
+                        {
+                            "home-390.png": "/",
+                            "session-detail-live-390.png": f"/sessions/{live}/",
+                            "session-detail-ended-390.png": f"/sessions/{ended}/",
+                        },
+                    ),
                 ):
                     context = browser.new_context(
                         viewport={"width": width, "height": height},
