@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models.functions import Substr
+from django.db.models.functions import Right, Substr
 
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import Event
@@ -23,6 +23,7 @@ MAX_TEXT = 300
 SESSIONS_SHOWN = 8
 
 MAX_READ = 4000  # characters of a stored error message read: its text is near the start
+TAIL_READ = 200  # and of its end, where Pipecat's `fatal` comes after a long text
 
 
 def _id_or_word(match: re.Match) -> str:
@@ -105,17 +106,19 @@ def error_groups(
             type__in=ERROR_TYPES, valid=True, received_at__gte=start, session__organization=organization
         )
         .order_by("-received_at")
-        .annotate(head=Substr("message", 1, MAX_READ))
-        .values_list("session__session_id", "session__agent_id", "type", "received_at", "head")[:MAX_ROWS]
+        .annotate(head=Substr("message", 1, MAX_READ), tail=Right("message", TAIL_READ))
+        .values_list("session__session_id", "session__agent_id", "type", "received_at", "head", "tail")[:MAX_ROWS]
     )
     groups: dict[tuple, ErrorGroup] = {}
-    for session_id, agent_id, msg_type, at, raw in rows:
+    for session_id, agent_id, msg_type, at, raw, tail in rows:
         message = stored_message(raw)
         data = message.get("data") if isinstance(message, dict) else None
         if isinstance(data, dict):
             text, fatal = error_of(msg_type, data)
         else:  # longer than what is read: the start of its text stands for it
-            text, fatal = _text_of_head(raw), '"fatal":true' in raw.replace(" ", "")
+            # "fatal" comes before the text (the spec's order) or after it (Pipecat's): look at both ends.
+            fatal = any('"fatal":true' in end.replace(" ", "") for end in (raw, tail))
+            text = _text_of_head(raw)
         agent = str(agent_id) if agent_id else None
         key = (normalise(text), agent, fatal)
         group = groups.get(key)

@@ -56,6 +56,9 @@ def test_a_huge_error_message_is_grouped_by_the_start_of_its_text(org):
     )
     (group,) = error_groups(org, timezone.now())
     assert group.text == "Pipeline crashed: " + "x" * 282 and group.fatal  # its first 300 characters
+    # Pipecat writes "fatal" after the text: read from the message's end.
+    error_event(Session.objects.create(organization=org, session_id="big-2"), 1, text, fatal=True)
+    assert all(g.fatal for g in error_groups(org, timezone.now()))
 
 
 def test_errors_are_grouped_by_text_agent_and_fatality(org, other_org, agents):
