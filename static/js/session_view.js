@@ -75,7 +75,10 @@ export function headerFacts(row, state, now) {
   const ended = row?.ended_at ? new Date(row.ended_at) : null;
   let duration = "—";
   if (status.kind === "ended" && typeof row?.duration_s === "number") duration = formatDuration(row.duration_s * 1000);
-  else if (status.kind !== "ended" && started) duration = `${formatDuration(now * 1000 - started.getTime())} so far`;
+  else if (status.kind !== "ended" && started && row?.away_since) {
+    // The bot left: if it does not come back, the session ends when it left (the server's rule), not now.
+    duration = `${formatDuration(new Date(row.away_since).getTime() - started.getTime())} until the bot left`;
+  } else if (status.kind !== "ended" && started) duration = `${formatDuration(now * 1000 - started.getTime())} so far`;
   const number = (n) => (n === null ? "—" : String(n));
   return {
     agent: { name: row?.agent_name || row?.agent_id || "—", id: row?.agent_id || null },

@@ -93,6 +93,9 @@ test("a live session's duration runs to the page's clock, which stops when the p
   assert.equal(facts.duration, "42 s so far");
   assert.equal(facts.ended, "not yet");
   assert.equal(facts.status.kind, "live");
+  // A bot away: its call runs until it left, however long the page waits for it.
+  const away = { ...live, bot: "away", away_since: new Date((T0 + 30) * 1000).toISOString() };
+  assert.equal(headerFacts(away, { turns: [] }, T0 + 99).duration, "30 s until the bot left");
 });
 
 test("usage by model is a row per model, the unnamed one last", () => {
