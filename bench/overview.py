@@ -29,6 +29,7 @@ from dashboard.models import Organization, Agent
 from rtvi_monitor.models import Event, Session
 org = Organization.objects.get(name="Demo Voice Co")
 agents = list(Agent.objects.filter(organization=org, deleted_at__isnull=True))
+link = lambda a: {"agent": a, "agent_key": str(a.pk), "agent_name": a.name}  # noqa: E731 (bulk_create skips save())
 now = timezone.now()
 rnd = random.Random(1)
 texts = ["TTS websocket reconnected after {} ms", "STT stream stalled for {} s (request id 7f3a{}c)",
@@ -39,7 +40,7 @@ for i in range(n):
     started = now - timedelta(seconds=86_000 * i / n)
     bad = rnd.random() < share
     fatal = bad and rnd.random() < 0.01
-    sessions.append(Session(organization=org, session_id=f"ov-{i:06d}", agent=rnd.choice(agents), status="ended",
+    sessions.append(Session(organization=org, session_id=f"ov-{i:06d}", status="ended", **link(rnd.choice(agents)),
         started_at=started, ended_at=started + timedelta(seconds=90), last_event_at=started + timedelta(seconds=90),
         end_reason="fatal error" if fatal else "bot disconnected", fatal=fatal, error_count=rnd.randint(1, 3) if bad else 0,
         turn_count=rnd.randint(1, 12), latency_p50_ms=rnd.uniform(500, 1500), latency_p95_ms=rnd.uniform(1500, 3000),

@@ -23,12 +23,13 @@ from dashboard.models import Organization, Agent
 from rtvi_monitor.models import Session
 org = Organization.objects.get(name="Demo Voice Co")
 agents = list(Agent.objects.filter(organization=org))
+link = lambda a: {"agent": a, "agent_key": str(a.pk), "agent_name": a.name}  # noqa: E731 (bulk_create skips save())
 now = timezone.now()
 rnd = random.Random(1)
 words = ["order", "refund", "address", "booking", "weather", "invoice", "password", "delivery"]
 batch = []
 for i in range({n}):
-    batch.append(Session(organization=org, session_id=f"hist-{i:06d}", agent=rnd.choice(agents), status="ended",
+    batch.append(Session(organization=org, session_id=f"hist-{i:06d}", status="ended", **link(rnd.choice(agents)),
         started_at=now - timedelta(seconds=30 * i), ended_at=now - timedelta(seconds=30 * i - 25),
         turn_count=rnd.randint(1, 12), latency_p50_ms=rnd.uniform(500, 1500), latency_p95_ms=rnd.uniform(1500, 3000),
         transcript_text="user: " + " ".join(rnd.choices(words, k=6))))

@@ -11,6 +11,10 @@ the upstream fails, and never keeps a page waiting on the upstream for more
 than AGENTS_PAGE_WAIT: a slow fetch finishes in the background and fills the
 cache for the next load.
 
+The request discipline (`fetch_json`) and the cache layer (`cached`, driven
+by a `CacheSpec`) are generic: dashboard/platform.py reuses both for the rest
+of Pipecat Cloud's private API (an agent's status, its sessions, its logs).
+
 The functions are async: views run on the ASGI server's event loop, and the
 built-in API may be served by the very process that calls it.
 """
@@ -21,9 +25,10 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from asgiref.sync import sync_to_async
@@ -31,10 +36,19 @@ from django.conf import settings
 from django.core.cache import cache
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AgentsAPIError(Exception):
-    """The agent list could not be fetched; the message says what to do about it."""
+    """The agents API could not be asked or did not answer usefully; the message says what to do about it."""
+
+
+class AgentsAPINotFound(AgentsAPIError):
+    """The agents API answered 404: a wrong base URL for the list, an unknown agent or session below it.
+
+    A subclass so that a caller for whom "not found" is an answer (a session
+    the platform does not know) can tell it from a failure.
+    """
 
 
 @dataclass(frozen=True)
@@ -70,15 +84,15 @@ class AgentRecord:
         return "deleted" if self.deleted_at else "active"
 
 
-@dataclass(frozen=True)
-class AgentList:
-    """What a page shows: the agents, when they were fetched, and any error since."""
+class Freshness:
+    """How old a cached answer is, for the results pages get (AgentList, platform.Fetched).
 
-    agents: list[AgentRecord]
+    A page shows the answer with its age and the failure since, rather than
+    an error page, when the upstream fails: `stale` says that is the case.
+    """
+
     fetched_at: float | None  # epoch seconds of the last successful fetch
-    error: str = ""  # the latest failure, when the list is stale or missing
-    from_cache: bool = False
-    include_deployment: bool = False
+    error: str  # the latest failure, when the answer is stale or missing
 
     @property
     def stale(self) -> bool:
@@ -91,6 +105,17 @@ class AgentList:
     @property
     def age_seconds(self) -> float | None:
         return time.time() - self.fetched_at if self.fetched_at else None
+
+
+@dataclass(frozen=True)
+class AgentList(Freshness):
+    """What a page shows: the agents, when they were fetched, and any error since."""
+
+    agents: list[AgentRecord]
+    fetched_at: float | None  # epoch seconds of the last successful fetch
+    error: str = ""  # the latest failure, when the list is stale or missing
+    from_cache: bool = False
+    include_deployment: bool = False
 
     def search(self, query: str) -> list[AgentRecord]:
         """The agents whose name or id contains `query` (any case); all of them for an empty query."""
@@ -113,6 +138,7 @@ class ShapeError(ValueError):
 
 
 def _field(obj: dict, name: str, kinds: tuple[type, ...], where: str, *, nullable: bool = False) -> Any:
+    """obj[name], checked against `kinds`; a bool is no int here (JSON's true is not a count)."""
     if name not in obj:
         if nullable:
             return None
@@ -120,7 +146,7 @@ def _field(obj: dict, name: str, kinds: tuple[type, ...], where: str, *, nullabl
     value = obj[name]
     if value is None and nullable:
         return None
-    if not isinstance(value, kinds) or isinstance(value, bool):
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         expected = " or ".join(k.__name__ for k in kinds)
         raise ShapeError(f"{where}.{name}: expected {expected}, got {type(value).__name__}")
     return value
@@ -182,7 +208,23 @@ def parse_agents(body: Any) -> list[AgentRecord]:
 # --- Fetching --------------------------------------------------------------
 
 
-def _status_error(status: int, url: str, location: str = "") -> AgentsAPIError:
+def _upstream_says(response: httpx.Response) -> str:
+    """The `error` text of an upstream's JSON error body (Pipecat Cloud's ErrorResponse), if any, shortened."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    said = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(said, str) or not said.strip():
+        return ""
+    said = " ".join(said.split())
+    return said if len(said) <= 200 else said[:199] + "…"
+
+
+def _status_error(status: int, url: str, location: str = "", *, not_found: str = "", said: str = "") -> AgentsAPIError:
+    """The error for a non-200 answer. `not_found` replaces the 404 advice (which assumes a wrong base URL);
+    `said` is the upstream's own explanation, quoted for a 4xx."""
+    quoted = f' The API said: "{said}".' if said and 400 <= status < 500 else ""
     if 300 <= status < 400:
         return AgentsAPIError(
             f"The agents API redirected {url} to {location or 'elsewhere'} (HTTP {status}). Check "
@@ -191,24 +233,39 @@ def _status_error(status: int, url: str, location: str = "") -> AgentsAPIError:
     if status in (401, 403):
         return AgentsAPIError(
             f"The agents API refused the key (HTTP {status}). Check the organization's agents API key "
-            "or AGENTS_API_KEY: it must be a private key of this organization, not revoked."
+            f"or AGENTS_API_KEY: it must be a private key of this organization, not revoked.{quoted}"
         )
     if status == 404:
-        return AgentsAPIError(
+        advice = not_found or (
             f"The agents API has no {url} (HTTP 404). Check AGENTS_API_BASE_URL: "
             "it must end in /v1, e.g. https://api.pipecat.daily.co/v1."
         )
+        return AgentsAPINotFound(advice + quoted)
+    if status == 400:
+        return AgentsAPIError(f"The agents API rejected the request {url} as invalid (HTTP 400).{quoted}")
+    if status == 429:
+        return AgentsAPIError(f"The agents API is rate-limiting this key (HTTP 429); retry in a minute.{quoted}")
     if status >= 500:
         return AgentsAPIError(f"The agents API failed (HTTP {status}). It is the upstream's fault; retry later.")
-    return AgentsAPIError(f"The agents API answered HTTP {status} to {url}.")
+    return AgentsAPIError(f"The agents API answered HTTP {status} to {url}.{quoted}")
 
 
-async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = False) -> list[AgentRecord]:
-    """One call to `GET {base_url}/agents`, retried on connection errors and 5xx.
+async def fetch_json(
+    base_url: str,
+    api_key: str,
+    path: str,
+    parse: Callable[[Any], T],
+    params: dict | None = None,
+    *,
+    not_found: str = "",
+) -> T:
+    """One call to `GET {base_url}{path}`, retried on connection errors and 5xx; its JSON body through `parse`.
 
     Raises AgentsAPIError for every failure: bad key, wrong URL, upstream
-    error, timeout, refused connection, a body that is not JSON or not the
-    agents shape. The whole call, retries and body read included, ends by
+    error, timeout, refused connection, a body that is not JSON or that
+    `parse` rejects (ShapeError). A 404 raises AgentsAPINotFound, with
+    `not_found` as its message when given (what a 404 means depends on the
+    endpoint). The whole call, retries and body read included, ends by
     AGENTS_DEADLINE: httpx's read timeout is per read, so an upstream that
     trickles a byte every few seconds would otherwise never time out.
     """
@@ -216,12 +273,11 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
         raise AgentsAPIError(
             "No agents API key is configured. Set one for the organization in the admin, or AGENTS_API_KEY."
         )
-    url = f"{base_url.rstrip('/')}/agents"
-    params = {"includeActiveDeployment": "true"} if include_deployment else {}
+    url = f"{base_url.rstrip('/')}{path}"
     deadline = settings.AGENTS_DEADLINE
     try:
         async with asyncio.timeout(deadline):
-            response = await _get(base_url, url, params, api_key)
+            response = await _get(base_url, url, params or {}, api_key)
     except TimeoutError:
         raise AgentsAPIError(
             f"The agents API at {base_url} did not answer within {deadline:g} s (AGENTS_DEADLINE, retries "
@@ -229,7 +285,8 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
         ) from None
 
     if response.status_code != 200:
-        raise _status_error(response.status_code, url, response.headers.get("location", ""))
+        location = response.headers.get("location", "")
+        raise _status_error(response.status_code, url, location, not_found=not_found, said=_upstream_says(response))
     try:
         body = response.json()
     except ValueError:
@@ -239,13 +296,19 @@ async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = F
             "Check AGENTS_API_BASE_URL points at the API, not a web page."
         ) from None
     try:
-        return parse_agents(body)
+        return parse(body)
     except ShapeError as exc:
         raise AgentsAPIError(f"The agents API answered in an unexpected shape: {exc}.") from None
 
 
+async def fetch_agents(base_url: str, api_key: str, include_deployment: bool = False) -> list[AgentRecord]:
+    """One call to `GET {base_url}/agents` (see fetch_json: retries, deadline, one AgentsAPIError)."""
+    params = {"includeActiveDeployment": "true"} if include_deployment else {}
+    return await fetch_json(base_url, api_key, "/agents", parse_agents, params)
+
+
 async def _get(base_url: str, url: str, params: dict, api_key: str) -> httpx.Response:
-    """The HTTP exchange of `fetch_agents`, with its retries; the body is read in full."""
+    """The HTTP exchange of `fetch_json`, with its retries; the body is read in full."""
     timeout = httpx.Timeout(
         connect=settings.AGENTS_CONNECT_TIMEOUT,
         read=settings.AGENTS_READ_TIMEOUT,
@@ -288,34 +351,52 @@ async def _get(base_url: str, url: str, params: dict, api_key: str) -> httpx.Res
 LAST_GOOD_TTL = 7 * 24 * 3600
 POLL_INTERVAL = 0.05
 
-# The fetch under way in this process, per list, so that every request waits
-# on the same one (the cache lock does the same across processes). It is also
-# the reference asyncio needs to keep a task that no request awaits any more.
+# The fetch under way in this process, per cached answer, so that every
+# request waits on the same one (the cache lock does the same across
+# processes). It is also the reference asyncio needs to keep a task that no
+# request awaits any more.
 _refreshes: dict[str, asyncio.Task] = {}
 
 
+def cache_keys(prefix: str) -> dict[str, str]:
+    """The four cache entries of one cached answer: fresh copy, last good copy, fetch lock, latest failure."""
+    return {
+        "fresh": f"{prefix}:fresh",
+        "last": f"{prefix}:last",
+        "lock": f"{prefix}:lock",
+        "failure": f"{prefix}:failure",
+    }
+
+
 def _keys(organization_id: str, include_deployment: bool) -> dict[str, str]:
-    base = f"agents:{organization_id}:{int(include_deployment)}"
-    return {"fresh": f"{base}:fresh", "last": f"{base}:last", "lock": f"{base}:lock", "failure": f"{base}:failure"}
+    return cache_keys(f"agents:{organization_id}:{int(include_deployment)}")
 
 
-def _to_entry(agents: list[AgentRecord], fetched_at: float) -> dict:
-    return {"agents": [asdict(a) for a in agents], "fetched_at": fetched_at}
+@dataclass(frozen=True)
+class CacheSpec:
+    """One upstream answer the cache layer serves: where it lives, how to fetch it, how long it is fresh.
+
+    `fetch` returns the payload to store, a dict of plain data (it is pickled
+    by the cache backend), or raises AgentsAPIError. `fresh_ttl` says, from a
+    payload, for how many seconds it is served as is (an ended session's
+    record changes less than a live list). `keep` is how long the last good
+    payload and the latest failure are kept, for stale-on-error.
+    """
+
+    keys: dict[str, str]
+    fetch: Callable[[], Awaitable[dict]]
+    fresh_ttl: Callable[[dict], float]
+    keep: float = LAST_GOOD_TTL
+    what: str = "the agent list"  # for the log, when a background fetch fails
 
 
-def _from_entry(entry: dict, **kwargs) -> AgentList:
-    agents = []
-    for a in entry["agents"]:
-        deployment = DeploymentRecord(**a["deployment"]) if a.get("deployment") else None
-        agents.append(AgentRecord(**{**a, "deployment": deployment}))
-    return AgentList(agents=agents, fetched_at=entry["fetched_at"], **kwargs)
+@dataclass(frozen=True)
+class Cached:
+    """What the cache layer answers: an entry (the payload plus `fetched_at`) or None, and the failure since."""
 
-
-def _last_good(entry: dict | None, error: str, include_deployment: bool) -> AgentList:
-    """The last good list, or an empty one if there never was one, with what went wrong since."""
-    if entry is None:
-        return AgentList(agents=[], fetched_at=None, error=error, include_deployment=include_deployment)
-    return _from_entry(entry, error=error, from_cache=True, include_deployment=include_deployment)
+    entry: dict | None
+    error: str = ""
+    from_cache: bool = False
 
 
 async def _in_thread(method, *args, **kwargs):
@@ -328,8 +409,9 @@ async def _in_thread(method, *args, **kwargs):
     return await sync_to_async(method, thread_sensitive=False)(*args, **kwargs)
 
 
-async def _refresh(organization, keys: dict[str, str], include_deployment: bool) -> AgentList:
-    """Fetch and store the list; if another process is fetching it, wait for what that one stores."""
+async def _refresh(spec: CacheSpec) -> Cached:
+    """Fetch and store the answer; if another process is fetching it, wait for what that one stores."""
+    keys = spec.keys
     # The lock outlives any fetch (AGENTS_DEADLINE bounds it) but not a
     # process that died holding it. Whole seconds: Redis truncates the rest.
     lock_timeout = math.ceil(settings.AGENTS_DEADLINE) + 1
@@ -341,57 +423,125 @@ async def _refresh(organization, keys: dict[str, str], include_deployment: bool)
         found = await _in_thread(cache.get_many, [keys["fresh"], keys["last"], keys["failure"]])
         failure = found.get(keys["failure"])
         if keys["fresh"] in found:
-            error = failure["error"] if failure else ""
-            return _from_entry(
-                found[keys["fresh"]], error=error, from_cache=True, include_deployment=include_deployment
-            )
+            return Cached(found[keys["fresh"]], failure["error"] if failure else "", from_cache=True)
         error = failure["error"] if failure else "The agents API is still being asked; try again shortly."
-        return _last_good(found.get(keys["last"]), error, include_deployment)
+        return Cached(found.get(keys["last"]), error, from_cache=True)
 
     try:
-        base_url, api_key = organization.agents_api
         try:
-            agents = await fetch_agents(base_url, api_key, include_deployment)
+            payload = await spec.fetch()
         except AgentsAPIError as exc:
-            # Kept until a fetch succeeds, so the last good list is shown with
-            # it; its time starts the back-off (AGENTS_FAILURE_BACKOFF).
+            # Kept until a fetch succeeds, so the last good answer is shown
+            # with it; its time starts the back-off (AGENTS_FAILURE_BACKOFF).
             now = time.time()
             previous = await _in_thread(cache.get, keys["failure"])
             # `since`: when the upstream started failing, for the agents_api_down alert.
             failure = {"error": str(exc), "at": now, "since": previous.get("since", now) if previous else now}
-            await _in_thread(cache.set, keys["failure"], failure, timeout=LAST_GOOD_TTL)
-            return _last_good(await _in_thread(cache.get, keys["last"]), str(exc), include_deployment)
-        entry = _to_entry(agents, time.time())
-        await _in_thread(cache.set, keys["fresh"], entry, timeout=settings.AGENTS_CACHE_TTL)
-        await _in_thread(cache.set, keys["last"], entry, timeout=LAST_GOOD_TTL)
+            await _in_thread(cache.set, keys["failure"], failure, timeout=math.ceil(spec.keep))
+            return Cached(await _in_thread(cache.get, keys["last"]), str(exc), from_cache=True)
+        entry = {**payload, "fetched_at": time.time()}
+        # Whole seconds, rounded up: Redis truncates, and would drop a 0.5 s entry at once.
+        await _in_thread(cache.set, keys["fresh"], entry, timeout=math.ceil(spec.fresh_ttl(payload)))
+        await _in_thread(cache.set, keys["last"], entry, timeout=math.ceil(spec.keep))
         await _in_thread(cache.delete, keys["failure"])
-        return _from_entry(entry, include_deployment=include_deployment)
+        return Cached(entry)
     finally:
         await _in_thread(cache.delete, keys["lock"])
 
 
-def _start_refresh(organization, keys: dict[str, str], include_deployment: bool) -> asyncio.Task:
-    """The fetch of this list under way in this process; one is started if there is none."""
+def _start_refresh(spec: CacheSpec) -> asyncio.Task:
+    """The fetch of this answer under way in this process; one is started if there is none."""
     loop = asyncio.get_running_loop()
-    task = _refreshes.get(keys["lock"])
+    key = spec.keys["lock"]
+    task = _refreshes.get(key)
     # A task of another event loop cannot be awaited here: under WSGI each
     # request runs its own loop (and cancels what it leaves when it ends).
     if task is None or task.done() or task.get_loop() is not loop:
         # An empty context: the task outlives the request and must carry none
         # of its state (asgiref, for one, refuses thread-sensitive calls in
         # the context of a request that has ended).
-        task = loop.create_task(_refresh(organization, keys, include_deployment), context=contextvars.Context())
-        _refreshes[keys["lock"]] = task
-        task.add_done_callback(functools.partial(_forget, keys["lock"]))
+        task = loop.create_task(_refresh(spec), context=contextvars.Context())
+        _refreshes[key] = task
+        task.add_done_callback(functools.partial(_forget, key, spec.what))
     return task
 
 
-def _forget(key: str, task: asyncio.Task) -> None:
+def _forget(key: str, what: str, task: asyncio.Task) -> None:
     if _refreshes.get(key) is task:
         del _refreshes[key]
     # A background fetch may have no request left to raise to: log it.
     if not task.cancelled() and task.exception() is not None:
-        logger.error("Refreshing the agent list failed", exc_info=task.exception())
+        logger.error("Refreshing %s failed", what, exc_info=task.exception())
+
+
+async def cached(spec: CacheSpec, refresh: bool = False) -> Cached:
+    """An upstream answer from Django's cache: never raising, and never slow however slow the upstream.
+
+    - An answer fetched less than its fresh TTL ago is served as is (with the
+      failure of any refresh since).
+    - For AGENTS_FAILURE_BACKOFF after a failed fetch, loads do not ask the
+      upstream again: they get the last good answer (or none) and the
+      failure. A hung upstream then costs one background fetch per back-off
+      instead of one wait per page load.
+    - An older answer is served at once while one fetch in the background
+      replaces it (stale-while-revalidate).
+    - With no answer at all, or with `refresh` (which skips the fresh answer
+      and the back-off), the page waits for the fetch, at most
+      AGENTS_PAGE_WAIT; past that it gets the last good answer (or none) and
+      a note that the upstream is slow, and the fetch goes on to fill the
+      cache.
+
+    One fetch at a time per answer: the requests of a process all wait on
+    the same task, and a `cache.add` lock (atomic on every backend, Redis
+    included) makes other processes wait for its result instead of asking.
+    The background fetch needs the long-lived event loop of an ASGI server;
+    under WSGI it ends with the request.
+    """
+    keys = spec.keys
+    found = await cache.aget_many([keys["fresh"], keys["last"], keys["failure"]])
+    last, failure = found.get(keys["last"]), found.get(keys["failure"])
+    error = failure["error"] if failure else ""
+    if not refresh:
+        if keys["fresh"] in found:
+            return Cached(found[keys["fresh"]], error, from_cache=True)
+        if failure and time.time() - failure["at"] < settings.AGENTS_FAILURE_BACKOFF:
+            return Cached(last, error, from_cache=True)
+        if last is not None:
+            _start_refresh(spec)
+            return Cached(last, error, from_cache=True)
+
+    task = _start_refresh(spec)
+    try:
+        async with asyncio.timeout(settings.AGENTS_PAGE_WAIT):
+            # Shielded: when the page stops waiting, the fetch goes on.
+            return await asyncio.shield(task)
+    except TimeoutError:
+        slow = (
+            f"The agents API has not answered within {settings.AGENTS_PAGE_WAIT:g} s. It is still being asked: "
+            "reload in a few seconds to see what it answers."
+        )
+        return Cached(last, slow, from_cache=True)
+
+
+# --- The agent list --------------------------------------------------------
+
+
+def _from_entry(entry: dict, **kwargs) -> AgentList:
+    agents = []
+    for a in entry["agents"]:
+        deployment = DeploymentRecord(**a["deployment"]) if a.get("deployment") else None
+        agents.append(AgentRecord(**{**a, "deployment": deployment}))
+    return AgentList(agents=agents, fetched_at=entry["fetched_at"], **kwargs)
+
+
+async def _fetch_payload(organization, include_deployment: bool) -> dict:
+    base_url, api_key = organization.agents_api
+    agents = await fetch_agents(base_url, api_key, include_deployment)
+    return {"agents": [asdict(a) for a in agents]}
+
+
+def _agents_ttl(payload: dict) -> float:
+    return settings.AGENTS_CACHE_TTL
 
 
 async def failing_since(organization) -> tuple[float, str] | None:
@@ -412,48 +562,18 @@ async def failing_since(organization) -> tuple[float, str] | None:
 async def get_agents(organization, include_deployment: bool = False, refresh: bool = False) -> AgentList:
     """The organization's agents: cached, never raising, and never slow however slow the upstream.
 
-    - A list fetched less than AGENTS_CACHE_TTL ago is served as is (with the
-      failure of any refresh since).
-    - For AGENTS_FAILURE_BACKOFF after a failed fetch, loads do not ask the
-      upstream again: they get the last good list (or none) and the failure.
-      A hung upstream then costs one background fetch per back-off instead of
-      one wait per page load.
-    - An older list is served at once while one fetch in the background
-      replaces it (stale-while-revalidate).
-    - With no list at all, or with `refresh` (which skips the fresh list and
-      the back-off), the page waits for the fetch, at most AGENTS_PAGE_WAIT;
-      past that it gets the last good list (or none) and a note that the
-      upstream is slow, and the fetch goes on to fill the cache.
-
-    One fetch at a time per list: the requests of a process all wait on the
-    same task, and a `cache.add` lock (atomic on every backend, Redis
-    included) makes other processes wait for its result instead of asking.
-    The background fetch needs the long-lived event loop of an ASGI server;
-    under WSGI it ends with the request.
+    Served by `cached` (see there: AGENTS_CACHE_TTL, stale-on-error,
+    failure back-off, AGENTS_PAGE_WAIT, one fetch at a time); with no list
+    to show, an empty one with the error.
     """
-    keys = _keys(str(organization.pk), include_deployment)
-    found = await cache.aget_many([keys["fresh"], keys["last"], keys["failure"]])
-    last, failure = found.get(keys["last"]), found.get(keys["failure"])
-    error = failure["error"] if failure else ""
-    if not refresh:
-        if keys["fresh"] in found:
-            return _from_entry(
-                found[keys["fresh"]], error=error, from_cache=True, include_deployment=include_deployment
-            )
-        if failure and time.time() - failure["at"] < settings.AGENTS_FAILURE_BACKOFF:
-            return _last_good(last, error, include_deployment)
-        if last is not None:
-            _start_refresh(organization, keys, include_deployment)
-            return _last_good(last, error, include_deployment)
-
-    task = _start_refresh(organization, keys, include_deployment)
-    try:
-        async with asyncio.timeout(settings.AGENTS_PAGE_WAIT):
-            # Shielded: when the page stops waiting, the fetch goes on.
-            return await asyncio.shield(task)
-    except TimeoutError:
-        slow = (
-            f"The agents API has not answered within {settings.AGENTS_PAGE_WAIT:g} s. It is still being asked: "
-            "reload in a few seconds to see what it answers."
-        )
-        return _last_good(last, slow, include_deployment)
+    spec = CacheSpec(
+        keys=_keys(str(organization.pk), include_deployment),
+        fetch=functools.partial(_fetch_payload, organization, include_deployment),
+        fresh_ttl=_agents_ttl,
+    )
+    found = await cached(spec, refresh)
+    if found.entry is None:
+        return AgentList(agents=[], fetched_at=None, error=found.error, include_deployment=include_deployment)
+    return _from_entry(
+        found.entry, error=found.error, from_cache=found.from_cache, include_deployment=include_deployment
+    )

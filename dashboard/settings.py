@@ -226,6 +226,13 @@ AGENTS_PAGE_WAIT = envfloat("AGENTS_PAGE_WAIT", "2")
 # not ask the upstream again and show the last good list with the failure
 # (the Refresh button still asks).
 AGENTS_FAILURE_BACKOFF = envfloat("AGENTS_FAILURE_BACKOFF", "15")
+# PLATFORM_CACHE_TTL: seconds an agent's status, a page of its sessions or of
+# its logs (dashboard/platform.py: the rest of the agents API) is served from
+# the cache as is; the failure back-off and page wait above apply to them too.
+PLATFORM_CACHE_TTL = envint("PLATFORM_CACHE_TTL", "10")
+# PLATFORM_ENDED_SESSION_TTL: the same for an ended session's record, which
+# hardly changes any more (an active or unknown one: PLATFORM_CACHE_TTL).
+PLATFORM_ENDED_SESSION_TTL = envint("PLATFORM_ENDED_SESSION_TTL", "300")
 
 LOGGING = {
     "version": 1,

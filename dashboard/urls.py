@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import api, errors, views
+from dashboard import api, errors, platform_api, views
 from rtvi_monitor import alert_views, otlp
 
 urlpatterns = [
@@ -17,9 +17,17 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
-    path("agents/<uuid:agent_id>/", views.agent_detail, name="agent_detail"),
+    path("agents/<str:agent_id>/", views.agent_detail, name="agent_detail"),
     path("api/agents/", api.agents_json, name="agents_json"),
     path("v1/agents", api.agents, name="v1_agents"),
+    path("v1/agents/<str:agent_name>", platform_api.agent_detail, name="v1_agent"),
+    path("v1/agents/<str:agent_name>/sessions", platform_api.agent_session_list, name="v1_agent_sessions"),
+    path(
+        "v1/agents/<str:agent_name>/sessions/<str:session_id>",
+        platform_api.agent_session_detail,
+        name="v1_agent_session",
+    ),
+    path("v1/agents/<str:agent_name>/logs", platform_api.agent_logs, name="v1_agent_logs"),
     path("v1/traces", otlp.traces, name="v1_traces"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),

@@ -1,8 +1,8 @@
 """Pages of the agents side. Each view: decorators, one service call, render."""
 
+import asyncio
 import json
 from dataclasses import dataclass
-from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.http import Http404
@@ -13,9 +13,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
+from dashboard import platform, platform_join
 from dashboard.auth import aorganization_of, staff_required
 from rtvi_monitor.models import Alert
-from rtvi_monitor.sessions import agent_stats, overview
+from rtvi_monitor.sessions import agent_overview, overview
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,13 @@ async def _overview_context(request) -> dict | None:
         return None
     summary = await sync_to_async(overview)(organization, timezone.now())
     listing = await agents_service.get_agents(organization)
+    # The agents API's name when it knows the agent (it may have been renamed), else the one sessions recorded.
     for agent in summary["agents"]:
-        agent["name"] = agent["name"] or listing.name_of(agent["agent_id"])
-    names = {agent["agent_id"]: agent["name"] for agent in summary["agents"]}
+        known = listing.find(agent["agent_id"])
+        agent["name"] = known.name if known else agent["name"] or agent["agent_id"]
     for group in summary["error_groups"]:
-        if group.agent_id:
-            group.agent_name = names.get(group.agent_id) or listing.name_of(group.agent_id)
+        known = listing.find(group.agent_id) if group.agent_id else None
+        group.agent_name = known.name if known else group.agent_name
     firing = await sync_to_async(list)(
         Alert.objects.filter(organization=organization, status=Alert.Status.FIRING).select_related("rule")
     )
@@ -90,7 +92,8 @@ async def agent_list(request):
     include = _wants_deployments(request)
     listing = await agents_service.get_agents(organization, include) if organization else None
     query = request.GET.get("q", "").strip()
-    stats = await sync_to_async(agent_stats)(organization, timezone.now() - timedelta(days=1)) if organization else {}
+    figures = await sync_to_async(agent_overview)(organization, timezone.now()) if organization else []
+    stats = {entry["agent_id"]: entry for entry in figures}
     agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in (listing.search(query) if listing else [])]
     return await arender(
         request,
@@ -99,9 +102,101 @@ async def agent_list(request):
     )
 
 
+SESSIONS_PAGE = 25  # the platform's sessions shown at a time on an agent's page
+LOGS_PAGE = 100  # its log lines
+
+
+@dataclass(frozen=True)
+class AgentPageParams:
+    """The agent page's filters, read strictly: a bad one is named on the page and left at its default."""
+
+    status: str = "all"
+    start: str = "all"
+    deployment: str = ""
+    sessions_offset: int = 0
+    query: str = ""
+    log_session: str = ""
+    logs_offset: int = 0
+
+
+CHOICES = {"status": ("all", "active", "ended"), "start": ("all", "cold", "warm")}
+
+
+def _agent_page_params(params) -> tuple[AgentPageParams, list[str]]:
+    values, problems = {}, []
+    for name, choices in CHOICES.items():
+        raw = params.get(name, "all")
+        if raw in choices:
+            values[name] = raw
+        else:
+            problems.append(f"{name}: expected one of {', '.join(choices)}, got {raw[:40]!r}")
+    for name, field_name in (("so", "sessions_offset"), ("lo", "logs_offset")):
+        raw = params.get(name, "0") or "0"
+        if raw.isdigit() and len(raw) < 7:
+            values[field_name] = int(raw)
+        else:
+            problems.append(f"{name}: expected a whole number under 1,000,000, got {raw[:40]!r}")
+    for name, field_name, limit in (
+        ("deployment", "deployment", 100),
+        ("q", "query", 200),
+        ("log_session", "log_session", 100),
+    ):
+        raw = params.get(name, "").strip()
+        if len(raw) > limit:
+            problems.append(f"{name}: at most {limit} characters")
+        else:
+            values[field_name] = raw
+    return AgentPageParams(**values), problems
+
+
+def _region(agent, status) -> str:
+    """Where the agent runs: the platform's status, else the agent record, else its deployment's manifest."""
+    if status and status.region:
+        return status.region
+    if agent.region:
+        return agent.region
+    manifest = agent.deployment.manifest if agent.deployment else {}
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    region = manifest.get("region") or spec.get("region")
+    return region if isinstance(region, str) else ""
+
+
+def _agent_figures(organization, agent, sessions_page, sample, now) -> dict:
+    """The dashboard's side of an agent's page: its own figures, deployments compared, which sessions it has."""
+    mine = next((e for e in agent_overview(organization, now) if e["agent_id"] == agent.id), None)
+    platform_rows = sessions_page.value.sessions if sessions_page.value else []
+    return {
+        "figures": mine,
+        "deployments": platform_join.deployments(
+            organization,
+            agent.id,
+            sample.value.sessions if sample.value else [],
+            agent.active_deployment_id,
+            now,
+        ),
+        "monitored": platform_join.monitored_ids(organization, [s.session_id for s in platform_rows]),
+    }
+
+
+def _page_link(request, **changes) -> str:
+    params = request.GET.copy()
+    for name, value in changes.items():
+        if value:
+            params[name] = value
+        else:
+            params.pop(name, None)
+    return f"?{params.urlencode()}"
+
+
 @require_GET
 @staff_required
 async def agent_detail(request, agent_id):
+    """One agent: its status, the dashboard's figures, deployments side by side, the platform's sessions and logs.
+
+    Every upstream answer comes through the cached agents service: none of
+    them can keep the page waiting past AGENTS_PAGE_WAIT, and a failing one
+    shows its last good answer with its age, or says what went wrong.
+    """
     organization = await _organization_or_none(request)
     if organization is None:
         raise Http404("Your account belongs to no organization.")
@@ -109,12 +204,60 @@ async def agent_detail(request, agent_id):
     agent = listing.find(str(agent_id))
     if agent is None and not listing.error:
         raise Http404("No agent with that id in your organization.")
-    manifest_text = (
-        json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent and agent.deployment else ""
-    )
-    return await arender(
-        request, "dashboard/agent_detail.html", {"listing": listing, "agent": agent, "manifest_text": manifest_text}
-    )
+    context = {"listing": listing, "agent": agent}
+    if agent is not None:
+        params, problems = _agent_page_params(request.GET)
+        now = timezone.now()
+        status, sessions_page, sample, logs = await asyncio.gather(
+            platform.get_agent_status(organization, agent.name),
+            platform.get_platform_sessions(
+                organization,
+                agent.name,
+                limit=SESSIONS_PAGE,
+                offset=params.sessions_offset,
+                status=params.status,
+                start_type=params.start,
+                deployment_id=params.deployment or None,
+            ),
+            platform.get_platform_sessions(
+                organization,
+                agent.name,
+                limit=platform_join.PLATFORM_SAMPLE,
+                # To the minute: one cached answer serves every load of that minute.
+                start_time=(now - platform_join.DEPLOYMENT_WINDOW).replace(second=0, microsecond=0),
+            ),
+            platform.get_logs(
+                organization,
+                agent.name,
+                limit=LOGS_PAGE,
+                offset=params.logs_offset,
+                query=params.query or None,
+                session_id=params.log_session or None,
+            ),
+        )
+        ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now)
+        page = sessions_page.value
+        more_sessions = page is not None and params.sessions_offset + len(page.sessions) < page.total_count
+        more_logs = logs.value is not None and params.logs_offset + len(logs.value.logs) < logs.value.total
+        context.update(
+            ours,
+            params=params,
+            problems=problems,
+            choices=CHOICES,
+            status=status,
+            region=_region(agent, status.value),
+            sessions_page=sessions_page,
+            logs=logs,
+            window_days=platform_join.DEPLOYMENT_WINDOW.days,
+            manifest_text=json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent.deployment else "",
+            sessions_next=_page_link(request, so=params.sessions_offset + SESSIONS_PAGE) if more_sessions else "",
+            sessions_previous=_page_link(request, so=max(0, params.sessions_offset - SESSIONS_PAGE))
+            if params.sessions_offset
+            else "",
+            logs_next=_page_link(request, lo=params.logs_offset + LOGS_PAGE) if more_logs else "",
+            logs_previous=_page_link(request, lo=max(0, params.logs_offset - LOGS_PAGE)) if params.logs_offset else "",
+        )
+    return await arender(request, "dashboard/agent_detail.html", context)
 
 
 @require_POST

@@ -40,7 +40,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import agents as agents_service
-from dashboard.models import Agent, Organization
+from dashboard.models import Organization
 from rtvi_monitor import lifecycle
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
@@ -85,11 +85,7 @@ def settings_of(rule: AlertRule) -> tuple[float | None, int]:
 
 def _sessions(rule: AlertRule):
     queryset = Session.objects.filter(organization_id=rule.organization_id)
-    return queryset.filter(agent_id=rule.agent_id) if rule.agent_id else queryset
-
-
-def _agent_name(agent_id, names: dict) -> str:
-    return names.get(str(agent_id)) or str(agent_id)
+    return queryset.filter(agent_key=str(rule.agent_id)) if rule.agent_id else queryset
 
 
 def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
@@ -102,9 +98,7 @@ def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context
     if not groups:
         return []
     sessions = list(dict.fromkeys(sid for g in sorted(groups, key=lambda g: -g.last_at) for sid in g.sessions))
-    ids = {g.agent_id for g in groups if g.agent_id}
-    names = {str(pk): name for pk, name in Agent.objects.filter(pk__in=ids).values_list("pk", "name")}
-    agents = sorted({names.get(g.agent_id, "a deleted agent") if g.agent_id else "no agent" for g in groups})
+    agents = sorted({(g.agent_name or g.agent_id) if g.agent_id else "no agent" for g in groups})
     texts = [g.example for g in sorted(groups, key=lambda g: -g.last_at)]
     many = "s" if len(sessions) > 1 else ""
     summary = f"Fatal error in {len(sessions)} session{many} ({', '.join(agents)}): {texts[0]}"
@@ -139,13 +133,14 @@ def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, contex
     since = now - timedelta(minutes=window)
     rows = (
         _sessions(rule)
-        .filter(agent__isnull=False, latency_p95_ms__isnull=False)
+        .exclude(agent_key="")
+        .filter(latency_p95_ms__isnull=False)
         .filter(Q(started_at__gte=since) | Q(last_event_at__gte=since))
-        .values_list("agent_id", "agent__name", "session_id", "latency_p95_ms")
+        .values_list("agent_key", "agent_name", "session_id", "latency_p95_ms")
     )
     by_agent: dict[str, list] = {}
     for agent_id, name, session_id, p95 in rows:
-        by_agent.setdefault(str(agent_id), []).append((p95, session_id, name))
+        by_agent.setdefault(agent_id, []).append((p95, session_id, name or agent_id))
     findings = []
     for agent_id, sessions in by_agent.items():
         sessions.sort(reverse=True)
@@ -164,19 +159,19 @@ def _no_sessions(rule: AlertRule, now: datetime, threshold, window: int, context
     since = now - timedelta(minutes=window)
     baseline = (
         _sessions(rule)
-        .filter(agent__isnull=False, agent__deleted_at__isnull=True)
+        .exclude(agent_key="")
+        .exclude(agent__deleted_at__isnull=False)  # a built-in agent deleted since
         .filter(started_at__gte=since - timedelta(hours=24), started_at__lt=since)
-        .values_list("agent_id", "agent__name")
+        .values_list("agent_key", "agent_name")
     )
     usual: dict[str, list] = {}
     for agent_id, name in baseline:
-        usual.setdefault(str(agent_id), [name, 0])[1] += 1
-    recent = {
-        str(a)
-        for a in _sessions(rule)
+        usual.setdefault(agent_id, [name or agent_id, 0])[1] += 1
+    recent = set(
+        _sessions(rule)
         .filter(Q(started_at__gte=since) | Q(status=Session.Status.LIVE))
-        .values_list("agent_id", flat=True)
-    }
+        .values_list("agent_key", flat=True)
+    )
     findings = []
     for agent_id, (name, count) in usual.items():
         if count >= threshold and agent_id not in recent:
@@ -267,12 +262,8 @@ def evaluate_all(now: datetime, context: dict) -> tuple[int, int]:
     )
     fired = resolved = 0
     for rule in AlertRule.objects.filter(enabled=True).select_related("organization", "agent"):
-        names = {
-            str(pk): name
-            for pk, name in Agent.objects.filter(organization_id=rule.organization_id).values_list("pk", "name")
-        }
         try:
-            f, r = evaluate_rule(rule, now, {**context, "agent_names": names})
+            f, r = evaluate_rule(rule, now, context)
         except Exception:
             logger.exception("Evaluating alert rule %s (%s) failed", rule.pk, rule.name)
             continue

@@ -3,11 +3,13 @@
 import re
 from functools import wraps
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.auth import key_or_staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
@@ -66,8 +68,28 @@ def session_list(request):
 @key_or_staff_required
 @with_session
 def session_detail_json(request, session):
-    """GET /api/sessions/<session_id>/: the session and everything derived from its messages."""
-    return StrictJsonResponse(session_detail(session))
+    """GET /api/sessions/<session_id>/: the session, everything derived from its messages, and its platform record.
+
+    `platform` is what the agents API says of the session (null when it does
+    not know it): see dashboard/platform_join.py.
+    """
+    detail = session_detail(session)
+    detail["platform"] = async_to_sync(session_platform)(request.organization, session)
+    return StrictJsonResponse(detail)
+
+
+@json_methods("GET")
+@key_or_staff_required
+async def session_platform_json(request, session_id):
+    """GET /api/sessions/<session_id>/platform/: the platform's record and log lines of the session (or null).
+
+    What the session page fetches after it has loaded: the agents API may be
+    slow, and the page never waits on it.
+    """
+    session = await sync_to_async(Session.objects.find)(request.organization, session_id)
+    if session is None:
+        return json_error(f"No session {session_id!r} in your organization.", 404)
+    return StrictJsonResponse({"platform": await session_platform(request.organization, session)})
 
 
 @json_methods("GET")

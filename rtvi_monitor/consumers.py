@@ -8,7 +8,6 @@
 import json
 import logging
 import time
-import uuid
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -27,8 +26,7 @@ from rtvi_dashboard.wire import (
 )
 
 from dashboard.auth import bearer_token, organization_of
-from dashboard.models import Agent
-from rtvi_monitor import events, lifecycle, metrics, protocol, relay, writer
+from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, relay, writer
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
 from rtvi_monitor.ratelimit import TokenBucket
 from rtvi_monitor.registry import LiveSession, registry
@@ -66,8 +64,7 @@ def find_credential(token: str) -> IngestToken | None:
     return credential
 
 
-@database_sync_to_async
-def open_ingest(credential: IngestToken, session_id: str, agent_id: str | None):
+async def open_ingest(credential: IngestToken, session_id: str, agent: str | None):
     """Open (or reopen) the session for this bot, held by this process.
 
     Returns (session, event, warning): `event` is "started" for a new session
@@ -75,23 +72,11 @@ def open_ingest(credential: IngestToken, session_id: str, agent_id: str | None):
     the grace, else "".
     """
     organization = credential.organization
-    agent, warning = None, ""
-    if agent_id:
-        agent = Agent.objects.filter(organization=organization, pk=agent_id).first() if _is_uuid(agent_id) else None
-        if agent is None:
-            warning = (
-                f"agent {agent_id[:100]!r} is not an agent of your organization; the session is recorded without one"
-            )
-    session, event = Session.objects.open_for_bot(organization, session_id, agent, lifecycle.SERVER_ID)
+    link, warning = await agent_link.resolve(organization, agent)
+    session, event = await database_sync_to_async(Session.objects.open_for_bot)(
+        organization, session_id, link, lifecycle.SERVER_ID
+    )
     return session, event, warning
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):

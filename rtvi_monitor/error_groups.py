@@ -75,7 +75,7 @@ class ErrorGroup:
     last_at: float = 0.0
     sessions: dict[str, None] = field(default_factory=dict)  # session ids, newest first
     spark: list[int] = field(default_factory=list)  # errors per bucket, oldest first
-    agent_name: str = ""  # filled in by the page, from the agents it knows
+    agent_name: str = ""  # as its newest session names it (the page may know a newer name)
 
     @property
     def session_count(self) -> int:
@@ -107,10 +107,12 @@ def error_groups(
         )
         .order_by("-received_at")
         .annotate(head=Substr("message", 1, MAX_READ), tail=Right("message", TAIL_READ))
-        .values_list("session__session_id", "session__agent_id", "type", "received_at", "head", "tail")[:MAX_ROWS]
+        .values_list(
+            "session__session_id", "session__agent_key", "session__agent_name", "type", "received_at", "head", "tail"
+        )[:MAX_ROWS]
     )
     groups: dict[tuple, ErrorGroup] = {}
-    for session_id, agent_id, msg_type, at, raw, tail in rows:
+    for session_id, agent_id, agent_name, msg_type, at, raw, tail in rows:
         message = stored_message(raw)
         data = message.get("data") if isinstance(message, dict) else None
         if isinstance(data, dict):
@@ -119,12 +121,14 @@ def error_groups(
             # "fatal" comes before the text (the spec's order) or after it (Pipecat's): look at both ends.
             fatal = any('"fatal":true' in end.replace(" ", "") for end in (raw, tail))
             text = _text_of_head(raw)
-        agent = str(agent_id) if agent_id else None
+        agent = agent_id or None
         key = (normalise(text), agent, fatal)
         group = groups.get(key)
         if group is None:  # rows come newest first
             example = text if isinstance(text, str) else normalise(text)
-            group = groups[key] = ErrorGroup(key[0], example[:MAX_TEXT], agent, fatal, last_at=at, spark=[0] * buckets)
+            group = groups[key] = ErrorGroup(
+                key[0], example[:MAX_TEXT], agent, fatal, last_at=at, spark=[0] * buckets, agent_name=agent_name
+            )
         group.count += 1
         group.first_at = at
         group.sessions.setdefault(session_id, None)

@@ -105,15 +105,15 @@ class _Sessions:
     def collect(self):
         sessions = Session.objects.filter(organization=self.organization)
         live = GaugeMetricFamily("rtvi_sessions_live", "Sessions whose bot is connected or away", labels=["agent"])
-        for row in sessions.live().values("agent_id").annotate(n=Count("id")):
-            live.add_metric([str(row["agent_id"] or "")], row["n"])
+        for row in sessions.live().values("agent_key").annotate(n=Count("id")):
+            live.add_metric([row["agent_key"]], row["n"])
         yield live
         ended = CounterMetricFamily(
             "rtvi_sessions", "Ended sessions, by agent and end reason", labels=["agent", "reason"]
         )
-        rows = sessions.filter(status=Session.Status.ENDED).values("agent_id", "end_reason").annotate(n=Count("id"))
+        rows = sessions.filter(status=Session.Status.ENDED).values("agent_key", "end_reason").annotate(n=Count("id"))
         for row in rows:
-            ended.add_metric([str(row["agent_id"] or ""), row["end_reason"] or "unknown"], row["n"])
+            ended.add_metric([row["agent_key"], row["end_reason"] or "unknown"], row["n"])
         yield ended
 
 

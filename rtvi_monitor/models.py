@@ -14,7 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from dashboard.models import Agent, Organization, Secret
-from rtvi_monitor.state import ERROR_TYPES
+from rtvi_monitor.state import ERROR_TYPES, LOG_TYPES
 
 if TYPE_CHECKING:
     from rtvi_monitor.state import SessionState
@@ -36,16 +36,21 @@ class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
 
-    def open_for_bot(self, organization, session_id: str, agent, holder: str) -> tuple["Session", str]:
+    def open_for_bot(self, organization, session_id: str, link, holder: str) -> tuple["Session", str]:
         """Where a session starts: its bot connected (to the server process `holder`).
 
         A new id starts a session; a bot back within the grace continues its
-        own; a bot back after its session ended reopens it. Returns the
-        session and what happened: "started" (new or reopened), "back", or "".
+        own; a bot back after its session ended reopens it. `link` is the
+        agent the bot named (rtvi_monitor.agent_link.AgentLink) or None.
+        Returns the session and what happened: "started" (new or reopened),
+        "back", or "".
         """
-        session, created = self.get_or_create(
-            organization=organization, session_id=session_id, defaults={"agent": agent}
+        agent_fields = (
+            {"agent": link.agent, "agent_key": link.key, "agent_name": link.name, "deployment_id": link.deployment_id}
+            if link
+            else {}
         )
+        session, created = self.get_or_create(organization=organization, session_id=session_id, defaults=agent_fields)
         reopened = session.status == Session.Status.ENDED
         back = not reopened and session.bot_left_at is not None
         # Whatever happened since it was read (a sweep may have ended it just now), its bot is here: live.
@@ -58,8 +63,8 @@ class SessionQuerySet(models.QuerySet):
             "end_reason": "",
             "state": None,
         }
-        if agent and session.agent_id != agent.pk:
-            updates["agent"] = agent
+        if link:
+            updates.update(agent_fields)
         self.filter(pk=session.pk).update(**updates)
         session = self.select_related("agent").get(pk=session.pk)
         return session, "started" if created or reopened else "back" if back else ""
@@ -81,6 +86,15 @@ class Session(models.Model):
     # unique within the organization, chosen by the bot in the ingest URL.
     session_id = models.CharField(max_length=100)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    # The agent as the organization's agents API knows it (its id and name),
+    # whichever upstream serves the list: Pipecat Cloud's agents have no row
+    # in `Agent`, built-in ones set `agent` too. Pages, filters and figures
+    # by agent read these (rtvi_monitor/agent_link.py sets them).
+    agent_key = models.CharField(max_length=100, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    # The agent's active deployment when the bot connected (the agents API's
+    # activeDeploymentId): the deployments view compares sessions by it.
+    deployment_id = models.CharField(max_length=100, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.LIVE, db_index=True)
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -122,10 +136,17 @@ class Session(models.Model):
             models.Index(fields=["organization", "status", "-started_at"], name="session_list_idx"),
             # The Overview's "ended badly in 24 h" and the alerts' windows read by end time.
             models.Index(fields=["organization", "-ended_at"], name="session_ended_idx"),
+            models.Index(fields=["organization", "agent_key", "-started_at"], name="session_agent_idx"),
         ]
 
     def __str__(self) -> str:
         return self.session_id
+
+    def save(self, *args, **kwargs):
+        # A built-in agent's id is its agents API id: a session given one (the admin, a script) is keyed by it.
+        if self.agent_id and not self.agent_key:
+            self.agent_key, self.agent_name = str(self.agent_id), self.agent.name
+        super().save(*args, **kwargs)
 
     def row(self) -> dict:
         """The session as lists (sockets and API) show it."""
@@ -168,7 +189,9 @@ class Event(models.Model):
         indexes = [
             models.Index(
                 fields=["received_at"], condition=models.Q(type__in=ERROR_TYPES, valid=True), name="event_error_idx"
-            )
+            ),
+            # The agents' logs (GET /v1/agents/<name>/logs) read the bots' log lines and errors, newest first.
+            models.Index(fields=["received_at"], condition=models.Q(type__in=LOG_TYPES), name="event_log_idx"),
         ]
 
     def __str__(self) -> str:
@@ -244,8 +267,9 @@ def session_row(session: Session) -> dict:
     """A session as the session list (socket and API) shows it."""
     return {
         "id": session.session_id,
-        "agent_id": str(session.agent_id) if session.agent_id else None,
-        "agent_name": session.agent.name if session.agent_id and session.agent else None,
+        "agent_id": session.agent_key or None,
+        "agent_name": (session.agent.name if session.agent_id and session.agent else session.agent_name) or None,
+        "deployment_id": session.deployment_id or None,
         "status": session.status,
         "bot": session.bot_state,
         "away_since": session.bot_left_at.isoformat() if session.bot_left_at and session.bot_state else None,

@@ -210,7 +210,7 @@ class Registry:
             pk=session.pk,
             organization_id=session.organization_id,
             session_id=session.session_id,
-            agent_id=str(session.agent_id or ""),
+            agent_id=session.agent_key,
             state=state,
             seen={e["seq"]: content_hash(stored_text(e)) for e in stored[-SEEN_WINDOW:]},
             max_seq=max((e["seq"] for e in stored), default=0),

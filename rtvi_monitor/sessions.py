@@ -1,6 +1,5 @@
 """Queries over stored sessions, shared by the JSON API and the pages."""
 
-import uuid
 from datetime import datetime, timedelta
 
 from django.core.cache import cache
@@ -13,7 +12,6 @@ from django.utils.dateparse import parse_datetime
 from rtvi_monitor import events
 from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import Session
-from rtvi_monitor.state import percentile
 from rtvi_monitor.traces import session_traces
 
 
@@ -53,10 +51,9 @@ def filter_sessions(organization, params) -> QuerySet:
     queryset = Session.objects.filter(organization=organization).select_related("agent")
     agent = params.get("agent", "").strip()
     if agent:
-        try:
-            queryset = queryset.filter(agent_id=uuid.UUID(agent))
-        except ValueError:
-            raise BadFilter(f"agent: expected an agent id (UUID), got {agent!r}") from None
+        if len(agent) > 100:
+            raise BadFilter(f"agent: expected an agent id (at most 100 characters), got {agent[:100]!r}…")
+        queryset = queryset.filter(agent_key=agent)
     status = params.get("status", "").strip()
     if status:
         if status not in Session.Status.values:
@@ -96,35 +93,6 @@ def session_detail(session: Session) -> dict:
         # What the bot's OpenTelemetry traces say of each turn (POST /v1/traces), when it exports them.
         "traces": session_traces(session.organization_id, session.session_id),
     }
-
-
-def agent_stats(organization, since) -> dict[str, dict]:
-    """Per agent id: live sessions now, and turn latency and cost over sessions started since `since`.
-
-    Latency is summarised from the sessions' own figures: p50 is the median of
-    their p50s, p95 the 95th percentile of their p95s (turns are not stored one
-    by one, so this is the cheap, honest summary).
-    """
-    stats: dict[str, dict] = {}
-    rows = Session.objects.filter(organization=organization, agent__isnull=False).filter(
-        Q(status=Session.Status.LIVE) | Q(started_at__gte=since)
-    )
-    for agent_id, status, started_at, p50, p95, cost in rows.values_list(
-        "agent_id", "status", "started_at", "latency_p50_ms", "latency_p95_ms", "cost_usd"
-    ):
-        entry = stats.setdefault(str(agent_id), {"live": 0, "sessions": 0, "p50s": [], "p95s": [], "cost_usd": None})
-        entry["live"] += status == Session.Status.LIVE
-        if started_at >= since:
-            entry["sessions"] += 1
-            if cost is not None:
-                entry["cost_usd"] = (entry["cost_usd"] or 0.0) + cost
-            if p50 is not None:
-                entry["p50s"].append(p50)
-                entry["p95s"].append(p95 if p95 is not None else p50)
-    for entry in stats.values():
-        entry["p50"] = percentile(sorted(entry.pop("p50s")), 50)
-        entry["p95"] = percentile(sorted(entry.pop("p95s")), 95)
-    return stats
 
 
 def overview(organization, now) -> dict:
@@ -181,19 +149,22 @@ def agent_overview(organization, now) -> list[dict]:
 
     Worst first: most sessions ending in a fatal error, then the highest share
     of sessions with errors, then the slowest p95. Latency is summarised from
-    the sessions' own figures as in agent_stats() (p50: the median of their
-    p50s; p95: the 95th percentile of their p95s), counted by the database in
-    BUCKET_MS buckets: a day of 100,000 sessions is a few thousand rows, not
-    100,000 (docs/BENCHMARKS.md).
+    the sessions' own figures (turns are not stored one by one; p50: the
+    median of their p50s; p95: the 95th percentile of their p95s), counted by
+    the database in BUCKET_MS buckets: a day of 100,000 sessions is a few
+    thousand rows, not 100,000 (docs/BENCHMARKS.md). The agents page and the
+    agent page read the same figures.
+    Agents are told apart by their agents API id (Session.agent_key), so an
+    agent of Pipecat Cloud's list counts like a built-in one.
     """
     since = day_start(now)
     this_hour = since + timedelta(hours=HOURS - 1)
-    sessions = Session.objects.filter(organization=organization, agent__isnull=False)
+    sessions = Session.objects.filter(organization=organization).exclude(agent_key="")
     live = dict(
         sessions.filter(status=Session.Status.LIVE, bot_left_at__isnull=True)
-        .values("agent_id")
+        .values("agent_key")
         .annotate(n=Count("id"))
-        .values_list("agent_id", "n")
+        .values_list("agent_key", "n")
     )
     # The hours before this one are counted once per PAST_HOURS_TTL (per process cache) and
     # this hour on every load: a day of 100,000 sessions costs a load ~1/24th of a full count.
@@ -226,7 +197,7 @@ def agent_overview(organization, now) -> list[dict]:
 
     for counts in (past, current):
         for row in counts["totals"]:
-            entry = entry_of(row["agent_id"], row["agent__name"])
+            entry = entry_of(row["agent_key"], row["agent_name"])
             entry["hours"][row["hour"]]["sessions"] += row["sessions"]
             entry["sessions"] += row["sessions"]
             entry["with_errors"] += row["with_errors"]
@@ -267,7 +238,7 @@ def _counts(sessions, since, start, end) -> dict:
     recent = recent.annotate(hour=hour)
     counts = {
         "totals": list(
-            recent.values("agent_id", "agent__name", "hour").annotate(
+            recent.values("agent_key", "agent_name", "hour").annotate(
                 sessions=Count("id"),
                 with_errors=Count("id", filter=Q(error_count__gt=0) | Q(fatal=True)),
                 fatal=Count("id", filter=Q(fatal=True)),
@@ -279,9 +250,9 @@ def _counts(sessions, since, start, end) -> dict:
         counts[name] = list(
             recent.filter(latency_p50_ms__isnull=False)
             .annotate(bucket=_bucket(value))
-            .values("agent_id", "hour", "bucket")
+            .values("agent_key", "hour", "bucket")
             .annotate(n=Count("id"))
-            .values_list("agent_id", "hour", "bucket", "n")
+            .values_list("agent_key", "hour", "bucket", "n")
         )
     return counts
 

@@ -73,6 +73,7 @@ class Event:
 
 
 ERROR_TYPES = ("error", "error-response")  # the messages that are a session's errors
+LOG_TYPES = ("system-log", *ERROR_TYPES)  # the messages that are its bot's log lines (the agents' logs API)
 
 
 def error_of(msg_type: str, data: dict) -> tuple[Any, bool]:

@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from asgiref.sync import async_to_sync
 from django.core.exceptions import BadRequest
 from django.db.models import Q
 from django.http import Http404
@@ -9,8 +10,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from dashboard import agents as agents_service
 from dashboard.auth import organization_of, staff_required
-from dashboard.models import Agent
 from rtvi_monitor.models import Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions
 
@@ -84,7 +85,8 @@ def session_list(request):
             "sessions": sessions,
             "error": error,
             "filters": request.GET,
-            "agents": Agent.objects.filter(organization=organization) if organization else [],
+            # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
+            "agents": async_to_sync(agents_service.get_agents)(organization).agents if organization else [],
             # The list runs newest first: the next page is older, the previous one newer.
             "next_url": _page_url(request.GET, before=older) if older else "",
             "previous_url": newer_url,

@@ -166,17 +166,14 @@ def test_refresh_does_not_redirect_off_site(staff_client, httpx_mock):
 
 
 def test_the_detail_page_shows_every_field_and_the_manifest(staff_client, httpx_mock):
+    from tests.platform_samples import fake_pipecat_cloud
+
     httpx_mock.add_response(
         url=f"{URL}?includeActiveDeployment=true", json={"services": [{**AGENT, "deployment": DEPLOYMENT}]}
     )
+    fake_pipecat_cloud(httpx_mock)
     html = staff_client.get(f"/agents/{AGENT['id']}/").content.decode()
-    for value in (
-        AGENT["id"],
-        AGENT["organizationId"],
-        AGENT["activeDeploymentId"],
-        "us-west",
-        DEPLOYMENT["serviceId"],
-    ):
+    for value in (AGENT["id"], AGENT["activeDeploymentId"], "us-west", "reg/support:v9"):
         assert value in html
     assert "&quot;minAgents&quot;: 1" in html  # indented, escaped JSON
 

@@ -223,7 +223,8 @@ agent = Agent.objects.create(organization=org, name="pager-{run}")
 base = timezone.now() - timedelta(minutes=5)
 starts = [base - timedelta(minutes=49 if i == 50 else i) for i in range(120)]
 Session.objects.bulk_create(
-    Session(organization=org, agent=agent, session_id=f"page-{run}-{{i:03d}}", status="ended",
+    Session(organization=org, agent=agent, agent_key=str(agent.pk), agent_name=agent.name,
+            session_id=f"page-{run}-{{i:03d}}", status="ended",
             started_at=start, ended_at=start + timedelta(seconds=95), end_reason="bot disconnected")
     for i, start in enumerate(starts)
 )

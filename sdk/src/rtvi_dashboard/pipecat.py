@@ -17,13 +17,25 @@ whether or not a transport carries them.
 Needs `pip install "rtvi-dashboard[pipecat]"` (rtvi_dashboard.client itself
 needs only `websockets`). A bot can also gain it with no code change, through
 Pipecat's PIPECAT_SETUP_FILES (rtvi_dashboard/setup.py).
+
+The bot's log lines (Pipecat's loguru logger) can go to the dashboard too,
+for the agents API's logs endpoint: `DashboardRTVIProcessor(forward_logs=True)`
+(INFO and above) or a level (`forward_logs="DEBUG"`), or with no code change
+RTVI_DASHBOARD_FORWARD_LOGS=INFO (rtvi_dashboard/logs.py says how they go).
 """
 
+import logging
 import os
 import uuid
 
 from pipecat.processors.frameworks.rtvi import RTVIProcessor
 from rtvi_dashboard.client import DashboardClient
+from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
+
+FORWARD_LOGS_ENV = "RTVI_DASHBOARD_FORWARD_LOGS"
+_ON, _OFF = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
+
+logger = logging.getLogger("rtvi_dashboard.pipecat")
 
 
 def client_from_env(
@@ -48,8 +60,41 @@ def client_from_env(
     )
 
 
+def forward_logs_level(forward_logs: bool | int | str | None = None) -> int | None:
+    """The level from which the bot's log lines are forwarded, or None for none.
+
+    `forward_logs`: True (INFO), False, a level ("DEBUG", 20), or None: then
+    RTVI_DASHBOARD_FORWARD_LOGS, a level or 1/true/yes (INFO) or 0/false/no
+    (off; unset is off). A bad argument raises ValueError; a bad environment
+    value is logged and read as off, since it must not stop the bot.
+    """
+    if forward_logs is None:
+        raw = os.environ.get(FORWARD_LOGS_ENV, "").strip()
+        if raw.lower() in _OFF:
+            return None
+        try:
+            return level_number(DEFAULT_LEVEL if raw.lower() in _ON else raw)
+        except ValueError as exc:
+            logger.warning("%s=%r is not a level; the bot's logs are not forwarded (%s)", FORWARD_LOGS_ENV, raw, exc)
+            return None
+    if isinstance(forward_logs, bool):
+        return level_number(DEFAULT_LEVEL) if forward_logs else None
+    return level_number(forward_logs)
+
+
+def _forward_logs(client: DashboardClient, level: int | None) -> LogForwarder | None:
+    return forward_loguru(client, level) if level is not None else None
+
+
+async def _close(client: DashboardClient, forwarder: LogForwarder | None) -> None:
+    """The session is over: the lines still waiting go to the client first, then it flushes and stops."""
+    if forwarder is not None:
+        forwarder.close()
+    await client.close()
+
+
 class DashboardRTVIProcessor(RTVIProcessor):
-    """An RTVIProcessor that also streams every RTVI message to the dashboard."""
+    """An RTVIProcessor that also streams every RTVI message to the dashboard (and, if asked, the bot's logs)."""
 
     def __init__(
         self,
@@ -59,13 +104,18 @@ class DashboardRTVIProcessor(RTVIProcessor):
         dashboard_url: str | None = None,
         token: str | None = None,
         client: DashboardClient | None = None,
+        forward_logs: bool | int | str | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token)
+        self.forward_logs = forward_logs_level(forward_logs)
+        self.log_forwarder: LogForwarder | None = None
 
     async def _start(self, frame):
         self.dashboard.start()
+        if self.log_forwarder is None:
+            self.log_forwarder = _forward_logs(self.dashboard, self.forward_logs)
         await super()._start(frame)
 
     async def push_transport_message(self, model, exclude_none: bool = True):
@@ -78,15 +128,17 @@ class DashboardRTVIProcessor(RTVIProcessor):
 
     async def cleanup(self):
         await super().cleanup()
-        await self.dashboard.close()
+        await _close(self.dashboard, self.log_forwarder)
 
 
-def attach(rtvi: RTVIProcessor, client: DashboardClient) -> None:
+def attach(rtvi: RTVIProcessor, client: DashboardClient, forward_logs: bool | int | str | None = None) -> None:
     """Make an existing RTVIProcessor stream to the dashboard too (what DashboardRTVIProcessor does by subclassing).
 
     For a worker the bot built with Pipecat's own processor: the setup file
     (rtvi_dashboard/setup.py) attaches the dashboard to it without a code
-    change in the bot. The client must be started by the caller.
+    change in the bot. The client must be started by the caller, on the
+    running loop; `forward_logs` as for DashboardRTVIProcessor (None: from
+    RTVI_DASHBOARD_FORWARD_LOGS).
     """
     if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
         return  # already streaming
@@ -100,11 +152,14 @@ def attach(rtvi: RTVIProcessor, client: DashboardClient) -> None:
         client.send(message.model_dump(exclude_none=True), "from-client")
         await handle(message, user_id)
 
+    forwarder = _forward_logs(client, forward_logs_level(forward_logs))
+
     async def close():
         await cleanup()
-        await client.close()
+        await _close(client, forwarder)
 
     rtvi.dashboard = client
+    rtvi.log_forwarder = forwarder
     rtvi.push_transport_message = push_transport_message
     rtvi._handle_message = handle_message
     rtvi.cleanup = close

@@ -1,0 +1,477 @@
+"""The rest of the built-in agents API: one agent, its sessions and its logs, as Pipecat Cloud answers them.
+
+    GET /v1/agents/<agentName>                          the agent, its deployment and status
+    GET /v1/agents/<agentName>/sessions                 its sessions, newest first, paged and filtered
+    GET /v1/agents/<agentName>/sessions/<sessionId>     one session, with resourceMetrics and meetingIds
+    GET /v1/agents/<agentName>/logs                     its bots' log lines, paged, filtered and searched
+
+Teams that host their own bots get from the dashboard what Pipecat Cloud's
+private API (`/v1`, https://docs.pipecat.ai/api-reference/pipecat-cloud/rest-reference)
+gives its customers, served from what the dashboard knows: the sessions are
+the RTVI sessions its bots streamed (Session.agent_key is the agent's id), the
+logs are the lines they sent as `system-log` messages (rtvi_dashboard.logs
+forwards a bot's logger) and their `error` / `error-response` messages.
+
+Like GET /v1/agents (dashboard/api.py): a private API key of the agent's
+organization (401 otherwise; another organization's agent is a 404, never its
+data), JSON errors {"error", "code"}, GET only, and every bad query parameter a
+400 naming the parameter and the value it got.
+
+Deleted agents (deleted_at set) are still served: GET /v1/agents lists them
+(with deletedAt), and their sessions and logs are history worth reading. They
+are never `ready` nor `available`.
+"""
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from functools import wraps
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, F, QuerySet
+from django.db.models.expressions import RawSQL
+
+from dashboard.api import agent_json, iso_ms, record_of
+from dashboard.auth import bearer_token
+from dashboard.http import StrictJsonResponse, json_error, json_methods
+from dashboard.models import Agent, ApiKey, Organization
+from rtvi_monitor.events import stored_message
+from rtvi_monitor.models import SESSION_ID_RE, Event, Session
+from rtvi_monitor.state import LOG_TYPES, error_of
+
+DEFAULT_LIMIT = 10  # the reference's default, for sessions and logs alike
+MAX_LIMIT = 1000
+MAX_OFFSET = 10**9
+MAX_TEXT_PARAM = 200  # characters of deploymentId and query
+# Unix seconds the filters take: 1970 up to the last second a datetime can hold (9999-12-31).
+MAX_UNIX_SECONDS = 253_402_300_799
+UNIX_SECONDS_RE = re.compile(r"^\d{1,12}(?:\.\d{1,9})?\Z")
+WHOLE_NUMBER_RE = re.compile(r"^\d{1,12}\Z")
+# A level a bot may name for its line (data.level); anything else is read as INFO.
+LEVEL_RE = re.compile(r"^[A-Za-z]{1,16}\Z")
+# The log types as SQL literals, in the index's order (constants of [a-z-]: nothing to escape).
+LOG_TYPES_SQL = ", ".join(f"'{t}'" for t in LOG_TYPES if re.fullmatch(r"[a-z-]+", t))
+SCAN_CHUNK = 2000  # log rows read at a time when a query is matched line by line
+
+
+class BadParam(ValueError):
+    """A query parameter that cannot be understood; the message names it and what it got."""
+
+
+# --- parameters ---------------------------------------------------------------------------------
+
+
+def _raw(request, name: str) -> str | None:
+    """The parameter's one value, or None when absent; a parameter given twice is ambiguous: refused."""
+    values = request.GET.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadParam(f"{name} must be given once, got {len(values)} values: {values[:3]!r}.")
+    return values[0]
+
+
+def int_param(request, name: str, default: int, minimum: int, maximum: int) -> int:
+    """A whole number in [minimum, maximum]; digits only (no sign, no spaces, no decimals)."""
+    raw = _raw(request, name)
+    if raw is None:
+        return default
+    if not WHOLE_NUMBER_RE.match(raw) or not minimum <= int(raw) <= maximum:
+        raise BadParam(f"{name} must be a whole number from {minimum} to {maximum}, got {raw!r}.")
+    return int(raw)
+
+
+def choice_param(request, name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (exactly as written); the first is the default."""
+    raw = _raw(request, name)
+    if raw is None:
+        return choices[0]
+    if raw not in choices:
+        raise BadParam(f"{name} must be one of {', '.join(choices)}, got {raw!r}.")
+    return raw
+
+
+def text_param(request, name: str) -> str:
+    """A free-text filter; '' (absent or empty) filters nothing."""
+    raw = _raw(request, name) or ""
+    if len(raw) > MAX_TEXT_PARAM:
+        raise BadParam(f"{name} must be at most {MAX_TEXT_PARAM} characters, got {len(raw)}.")
+    return raw
+
+
+def session_id_param(request, name: str) -> str:
+    """A session id as bots choose them (rtvi_monitor.models.SESSION_ID_RE), or ''."""
+    raw = _raw(request, name) or ""
+    if raw and not SESSION_ID_RE.match(raw):
+        raise BadParam(f"{name} must be a session id (1-100 of A-Z a-z 0-9 _ . : -), got {raw[:100]!r}.")
+    return raw
+
+
+def unix_param(request, name: str) -> float | None:
+    """Unix seconds, whole or with a fraction (1745000000 or 1745000000.5), or None when absent."""
+    raw = _raw(request, name)
+    if raw is None:
+        return None
+    if not UNIX_SECONDS_RE.match(raw) or float(raw) > MAX_UNIX_SECONDS:
+        raise BadParam(f"{name} must be Unix seconds (like 1745000000 or 1745000000.5), got {raw!r}.")
+    return float(raw)
+
+
+def time_range(request) -> tuple[float | None, float | None]:
+    """startTime and endTime: from startTime (inclusive) until endTime (exclusive), either open."""
+    start, end = unix_param(request, "startTime"), unix_param(request, "endTime")
+    if start is not None and end is not None and start > end:
+        raise BadParam(f"startTime must not be after endTime, got startTime={start:g} and endTime={end:g}.")
+    return start, end
+
+
+def page_params(request) -> tuple[int, int]:
+    """limit (1..MAX_LIMIT, default DEFAULT_LIMIT) and offset (0..MAX_OFFSET)."""
+    return (
+        int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+        int_param(request, "offset", 0, 0, MAX_OFFSET),
+    )
+
+
+# --- who is asking, and which agent ---------------------------------------------------------------
+
+
+def key_organization(request) -> tuple[Organization | None, StrictJsonResponse | None]:
+    """The organization of the request's private API key, or the 401 to answer (as GET /v1/agents does)."""
+    token = bearer_token(request)
+    key = ApiKey.objects.find(token) if token else None
+    if key is None:
+        reason = "Unknown or revoked API key." if token else "Missing 'Authorization: Bearer <private API key>' header."
+        return None, json_error(reason, 401)
+    key.touch()
+    return key.organization, None
+
+
+def agent_endpoint(view):
+    """A GET view of one agent: its organization's key, then its name from the path, then its parameters.
+
+    The view is called as view(request, agent, **kwargs). The key is checked
+    before the name, so that nobody without one learns which names exist;
+    an agent of another organization is simply not found. BadParam -> 400.
+    """
+
+    @wraps(view)
+    def wrapper(request, agent_name: str, **kwargs):
+        organization, refused = key_organization(request)
+        if refused:
+            return refused
+        agent = (
+            Agent.objects.select_related("active_deployment").filter(organization=organization, name=agent_name).first()
+        )
+        if agent is None:
+            return json_error(f"No agent named {agent_name!r} in your organization.", 404)
+        try:
+            return view(request, agent, **kwargs)
+        except BadParam as exc:
+            return json_error(str(exc), 400)
+
+    return json_methods("GET")(wrapper)
+
+
+# --- the agent ------------------------------------------------------------------------------------
+
+
+def _manifest_value(manifest: Any, name: str) -> Any:
+    """A deployment setting: at the manifest's top (as agents are created) or in its spec (Pipecat Cloud's)."""
+    if not isinstance(manifest, dict):
+        return None
+    if name in manifest:
+        return manifest[name]
+    spec = manifest.get("spec")
+    return spec.get(name) if isinstance(spec, dict) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def auto_scaling(manifest: Any) -> dict | None:
+    """{maxReplicas, minReplicas} as the reference answers it, from either spelling a manifest may use.
+
+    Pipecat Cloud's manifests say minReplicas/maxReplicas; its create request
+    (and so a hand-written manifest) says minAgents/maxAgents.
+    """
+    raw = _manifest_value(manifest, "autoScaling")
+    if not isinstance(raw, dict):
+        return None
+    scaling = {
+        "maxReplicas": _count(raw.get("maxReplicas", raw.get("maxAgents"))),
+        "minReplicas": _count(raw.get("minReplicas", raw.get("minAgents"))),
+    }
+    return scaling if any(v is not None for v in scaling.values()) else None
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def agent_detail_json(agent: Agent, active_sessions: int) -> dict:
+    """The agent in the reference's ServiceDetailsResponse shape, from our models.
+
+    One deployment id stands for desired, active and reconciled: a built-in
+    agent's deployment is active the moment it is set. Ready (and available)
+    means it has one and is not deleted. What we cannot know (revisions and
+    their replicas) is null.
+    """
+    listed = agent_json(record_of(agent, include_deployment=True), include_deployment=True)
+    manifest = agent.active_deployment.manifest if agent.active_deployment else None
+    ready = agent.active_deployment_id is not None and agent.deleted_at is None
+    krisp = _manifest_value(manifest, "krispViva") if isinstance(manifest, dict) and "krispViva" in manifest else None
+    return {
+        "name": agent.name,
+        "region": _string(_manifest_value(manifest, "region")),
+        "ready": ready,
+        "available": ready,
+        "createdAt": listed["createdAt"],
+        "updatedAt": listed["updatedAt"],
+        "desiredDeploymentId": listed["activeDeploymentId"],
+        "activeDeploymentId": listed["activeDeploymentId"],
+        "reconciledDeploymentId": listed["activeDeploymentId"],
+        "activeDeploymentReady": ready,
+        "autoScaling": auto_scaling(manifest),
+        "activeSessionCount": active_sessions,
+        "agentProfile": _string(_manifest_value(manifest, "agentProfile")),
+        "deployment": listed["deployment"],
+        "krispViva": {"audioFilter": _string(krisp.get("audioFilter"))} if isinstance(krisp, dict) else None,
+        "currentRevision": None,
+        "previousRevision": None,
+    }
+
+
+def agent_sessions(agent: Agent) -> QuerySet:
+    """The agent's sessions: those its bots streamed naming it (agent_key is its id), in its organization."""
+    return Session.objects.filter(organization_id=agent.organization_id, agent_key=str(agent.pk))
+
+
+@agent_endpoint
+def agent_detail(request, agent):
+    """GET /v1/agents/<agentName>: the agent, its active deployment, and how many of its sessions are live."""
+    return StrictJsonResponse(agent_detail_json(agent, agent_sessions(agent).live().count()))
+
+
+# --- sessions -------------------------------------------------------------------------------------
+
+
+def completion_status(session: Session) -> str | None:
+    """How a session ended, in Pipecat Cloud's words (its completionStatus); None while it is live.
+
+    The dashboard knows how a session ended from its end reason
+    (rtvi_monitor/lifecycle.py) and whether its bot reported a fatal error:
+
+    - a fatal error (`fatal`, end reason "fatal error")  -> "HTTP_ERROR": the bot failed;
+    - "server restarted": the dashboard process holding the bot's connection
+      went away, so how the bot ended is unknown    -> "WS_CONNECTION_CLOSED";
+    - "bot disconnected", or any other end            -> "HTTP_COMPLETED": the
+      bot closed its connection and did not come back within the grace period.
+
+    A live session whose bot is away (within the grace) is still live: None.
+    """
+    if session.status != Session.Status.ENDED:
+        return None
+    if session.fatal or session.end_reason == "fatal error":
+        return "HTTP_ERROR"
+    if session.end_reason == "server restarted":
+        return "WS_CONNECTION_CLOSED"
+    return "HTTP_COMPLETED"
+
+
+def session_json(session: Session, agent: Agent) -> dict:
+    """A session as the reference's session list has it.
+
+    botStartSeconds and coldStart are null: a self-hosted bot's start is not
+    the dashboard's to see. updatedAt is when it last changed: its last
+    message, or its end when that came later.
+    """
+    changes = [t for t in (session.started_at, session.last_event_at, session.ended_at) if t is not None]
+    return {
+        "sessionId": session.session_id,
+        "serviceId": str(agent.pk),
+        "organizationId": str(session.organization_id),
+        "deploymentId": session.deployment_id or None,
+        "endedAt": iso_ms(session.ended_at),
+        "botStartSeconds": None,
+        "coldStart": None,
+        "completionStatus": completion_status(session),
+        "createdAt": iso_ms(session.started_at),
+        "updatedAt": iso_ms(max(changes)),
+    }
+
+
+def _datetime(unix: float) -> datetime:
+    return datetime.fromtimestamp(unix, UTC)
+
+
+@agent_endpoint
+def agent_session_list(request, agent):
+    """GET /v1/agents/<agentName>/sessions: {"total_count", "sessions"}, newest first.
+
+    Filters: status (active|ended|all), deploymentId, startTime/endTime (Unix
+    seconds, on createdAt), startType (cold|warm|all), startTimeMin/Max
+    (seconds the bot took to start). The bot's start is unknown here, so
+    startType=cold or warm, and a startTimeMin or startTimeMax above 0,
+    match no session (the platform would not count a session it cannot
+    classify either).
+    """
+    limit, offset = page_params(request)
+    status = choice_param(request, "status", ("all", "active", "ended"))
+    start_type = choice_param(request, "startType", ("all", "cold", "warm"))
+    deployment_id = text_param(request, "deploymentId")
+    start, end = time_range(request)
+    bot_start_bounds = [int_param(request, name, 0, 0, 86_400) for name in ("startTimeMin", "startTimeMax")]
+
+    sessions = agent_sessions(agent)
+    if status != "all":
+        sessions = sessions.filter(status=Session.Status.LIVE if status == "active" else Session.Status.ENDED)
+    if deployment_id:
+        sessions = sessions.filter(deployment_id=deployment_id)
+    if start is not None:
+        sessions = sessions.filter(started_at__gte=_datetime(start))
+    if end is not None:
+        sessions = sessions.filter(started_at__lt=_datetime(end))
+    if start_type != "all" or any(bot_start_bounds):
+        sessions = sessions.none()
+    page = sessions.order_by("-started_at", "-pk")[offset : offset + limit]
+    return StrictJsonResponse(
+        {"total_count": sessions.count(), "sessions": [session_json(s, agent) for s in page]},
+    )
+
+
+@agent_endpoint
+def agent_session_detail(request, agent, session_id: str):
+    """GET /v1/agents/<agentName>/sessions/<sessionId>: the session, with no resource metrics nor meetings.
+
+    The dashboard does not measure a bot's CPU or memory (resourceMetrics is
+    null) and knows no Daily meeting of it (meetingIds is []).
+    """
+    session = agent_sessions(agent).filter(session_id=session_id).first() if SESSION_ID_RE.match(session_id) else None
+    if session is None:
+        return json_error(f"No session {session_id!r} of agent {agent.name!r}.", 404)
+    return StrictJsonResponse({**session_json(session, agent), "resourceMetrics": None, "meetingIds": []})
+
+
+# --- logs -----------------------------------------------------------------------------------------
+
+
+def iso_ns(epoch: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with nanoseconds and Z, the logs' timestamp format.
+
+    The digits are the float's shortest form (repr), not its binary
+    expansion, so 1745000000.123456 is .123456000, not .123456001.
+    """
+    exact = Decimal(repr(epoch)).quantize(Decimal("1e-9"), rounding=ROUND_HALF_EVEN)
+    seconds = int(exact.to_integral_value(rounding=ROUND_FLOOR))
+    nanos = int((exact - seconds) * 1_000_000_000)
+    return _datetime(seconds).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value)
+
+
+def log_line(msg_type: str, message_text: str) -> str:
+    """One stored log message as a log line, "LEVEL: text".
+
+    system-log: the level the bot named (data.level, e.g. from its logger),
+    else INFO. error and error-response (read by state.error_of): ERROR, or
+    CRITICAL for a fatal error. A message that was not JSON is its raw text.
+    """
+    message = stored_message(message_text)
+    data = message.get("data") if isinstance(message, dict) else None
+    if not isinstance(data, dict):
+        return f"INFO: {message}" if isinstance(message, str) else "INFO: "
+    if msg_type == "system-log":
+        level = data.get("level")
+        level = level.upper() if isinstance(level, str) and LEVEL_RE.match(level) else "INFO"
+        return f"{level}: {_text(data.get('text'))}"
+    text, fatal = error_of(msg_type, data)
+    return f"{'CRITICAL' if fatal else 'ERROR'}: {_text(text)}"
+
+
+def log_entry(line: str, received_at: float, deployment_id: str) -> dict:
+    """One line as the reference's log entry, with its time and its session's deployment."""
+    return {"log": line, "timestamp": iso_ns(received_at), "deploymentId": deployment_id or None}
+
+
+def matching(rows: Iterable[tuple], query: str, offset: int, limit: int) -> tuple[int, list[dict]]:
+    """(how many rows' lines contain `query`, case-insensitively; the entries of the page of them).
+
+    `rows` are (type, message, received_at, deployment_id), in the order asked.
+    """
+    needle, total, page = query.lower(), 0, []
+    for msg_type, message, received_at, deployment_id in rows:
+        line = log_line(msg_type, message)
+        if needle in line.lower():
+            if offset <= total < offset + limit:
+                page.append(log_entry(line, received_at, deployment_id))
+            total += 1
+    return total, page
+
+
+def log_rows(sessions: QuerySet, by_session_index: bool) -> QuerySet:
+    """The bots' log messages (LOG_TYPES, sent by the bot) of `sessions` (a queryset of session pks).
+
+    Read through the partial index event_log_idx (log types, by received_at):
+    a page walks it in time order and stops at its last line, and a count
+    reads log lines only, not every message of the agent's sessions. SQLite
+    uses a partial index only when the query states its condition literally
+    (a bound parameter could be anything), so the types are written out; and
+    `session_id + 0` keeps its planner from preferring the sessions' own
+    index (every message of every session, then sorted), which is the better
+    road for one session's lines only (`by_session_index`).
+    """
+    column = f"{connection.ops.quote_name(Event._meta.db_table)}.{connection.ops.quote_name('type')}"
+    literal = RawSQL(f"{column} IN ({LOG_TYPES_SQL})", [], output_field=BooleanField())
+    rows = Event.objects.filter(literal, direction="to-client")
+    if by_session_index:
+        return rows.filter(session__in=sessions)
+    return rows.alias(session_pk=F("session_id") + 0).filter(session_pk__in=sessions)
+
+
+@agent_endpoint
+def agent_logs(request, agent):
+    """GET /v1/agents/<agentName>/logs: {"total": {"value", "relation"}, "logs": [{"log", "timestamp", ...}]}.
+
+    The lines are what the agent's bots sent: `system-log` messages and
+    errors, newest first (order=asc for oldest first). Filters: deploymentId,
+    sessionId, startTime/endTime (Unix seconds, on when the dashboard
+    received the line), query (case-insensitive text of the line). The total
+    is exact. Rows are read through the partial index event_log_idx (log
+    types, by received_at), so a page is one indexed query whatever the
+    number of lines; a query is matched on each line as the API shows it
+    (level included), reading the filtered rows in chunks.
+    """
+    limit, offset = page_params(request)
+    order = choice_param(request, "order", ("desc", "asc"))
+    deployment_id = text_param(request, "deploymentId")
+    session_id = session_id_param(request, "sessionId")
+    query = text_param(request, "query")
+    start, end = time_range(request)
+
+    sessions = agent_sessions(agent)
+    if deployment_id:
+        sessions = sessions.filter(deployment_id=deployment_id)
+    if session_id:
+        sessions = sessions.filter(session_id=session_id)
+    rows = log_rows(sessions.values("pk"), by_session_index=bool(session_id))
+    if start is not None:
+        rows = rows.filter(received_at__gte=start)
+    if end is not None:
+        rows = rows.filter(received_at__lt=end)
+    ordering = ("received_at", "pk") if order == "asc" else ("-received_at", "-pk")
+    fields = rows.order_by(*ordering).values_list("type", "message", "received_at", "session__deployment_id")
+    if query:
+        total, logs = matching(fields.iterator(chunk_size=SCAN_CHUNK), query, offset, limit)
+    else:
+        page = fields[offset : offset + limit]
+        total, logs = rows.count(), [log_entry(log_line(t, m), at, d) for t, m, at, d in page]
+    return StrictJsonResponse({"total": {"value": total, "relation": "eq"}, "logs": logs})

@@ -1,0 +1,65 @@
+"""Which agent a session belongs to: `?agent=` by id or name, built-in or from the organization's agents API."""
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from rtvi_monitor.models import Session
+from tests.agents_samples import AGENT, BASE, KEY, URL
+from tests.sockets import bot_socket, receive, rtvi, send, wrap
+
+pytestmark = pytest.mark.usefixtures("live_path")
+
+HELLO = rtvi("user-transcription", {"text": "hello", "final": True, "timestamp": "t", "user_id": "u"})
+
+
+async def stream_one(token, agent) -> tuple[Session, list[dict]]:
+    """A bot that names `agent`, sends one message and leaves: its session, and what it was told."""
+    socket = bot_socket("s1", token, agent)
+    assert (await socket.connect())[0]
+    await send(socket, wrap(1, HELLO))
+    frames = [await receive(socket)]
+    if "ack" not in frames[0]:
+        frames.append(await receive(socket))
+    await socket.disconnect()
+    return await sync_to_async(Session.objects.get)(session_id="s1"), frames
+
+
+@sync_to_async
+def use_pipecat_cloud(org):
+    org.agents_api_base_url, org.agents_api_key = BASE, KEY
+    org.save()
+
+
+async def test_a_built_in_agent_is_found_by_its_name_too(org, ingest_token, agents):
+    session, frames = await stream_one(ingest_token, agents[0].name)
+    assert frames == [{"ack": 1}]
+    assert (session.agent_id, session.agent_key, session.agent_name) == (
+        agents[0].pk,
+        str(agents[0].pk),
+        agents[0].name,
+    )
+
+
+async def test_an_agent_of_the_pipecat_cloud_list_is_linked_by_name_or_id(org, ingest_token, httpx_mock):
+    await use_pipecat_cloud(org)
+    httpx_mock.add_response(url=URL, json={"services": [AGENT]}, is_reusable=True)
+    for given in (AGENT["name"], AGENT["id"]):
+        session, frames = await stream_one(ingest_token, given)
+        assert frames == [{"ack": 1}]
+        assert session.agent_id is None  # no built-in row: the agents API's id is the link
+        assert (session.agent_key, session.agent_name, session.deployment_id) == (
+            AGENT["id"],
+            AGENT["name"],
+            AGENT["activeDeploymentId"],
+        )
+        assert session.row()["agent_id"] == AGENT["id"] and session.row()["agent_name"] == "support-bot"
+
+
+async def test_an_unknown_agent_is_said_with_the_upstreams_failure(org, ingest_token, httpx_mock, fast_retries):
+    await use_pipecat_cloud(org)
+    httpx_mock.add_response(url=URL, status_code=401)
+    session, frames = await stream_one(ingest_token, "nobody")
+    assert "'nobody' is not an agent of your organization" in frames[0]["error"]
+    assert "refused the key" in frames[0]["error"]  # why the list could not say
+    assert frames[1] == {"ack": 1}  # recorded all the same
+    assert session.agent_key == "" and session.agent_id is None
