@@ -44,13 +44,13 @@ export function costText(cost) {
 }
 
 /**
- * What the header says of the deployment: the row's own field when the server sends one, else what the
- * bot said of itself in bot-ready (library, its version, a name). Never more than that.
+ * What the header says of the deployment: the agent's active deployment when the bot connected, as the
+ * agents API named it (the row's deployment_id), else what the bot said of itself in bot-ready (library,
+ * its version, a name). Never more than that.
  */
 export function deploymentText(row, state) {
-  const deployment = row?.deployment;
+  const deployment = row?.deployment_id;
   if (typeof deployment === "string" && deployment) return deployment;
-  if (deployment && typeof deployment === "object") return formatValue(deployment);
   const about = state?.bot_about;
   if (about === null || about === undefined) return "—";
   if (typeof about !== "object" || Array.isArray(about) || isPreview(about)) return formatValue(about);

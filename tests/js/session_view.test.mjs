@@ -48,7 +48,7 @@ test("the cost is dollars to four places, or a hint when the organization has no
 });
 
 test("the deployment is the row's, else what the bot says of itself, never made up", () => {
-  assert.equal(deploymentText({ deployment: "img/support:42" }, {}), "img/support:42");
+  assert.equal(deploymentText({ deployment_id: "4cab03c7-8f53" }, {}), "4cab03c7-8f53");
   const about = { library: "pipecat-ai", library_version: "1.14.0", name: "support" };
   assert.equal(deploymentText({}, { bot_about: about }), "pipecat-ai 1.14.0 · support (as the bot says)");
   assert.equal(deploymentText({}, { bot_about: { os: "linux" } }), '{"os":"linux"}');

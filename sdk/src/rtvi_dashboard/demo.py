@@ -437,6 +437,9 @@ class _Call:
                 return False
             slow = here and self.scenario == "slow_turn"
             ttfb = self.random.uniform(2.0, 4.0) if slow else self.llm_ttfb()
+            if slow:
+                llm = self.persona.llm
+                self.log("WARNING", f"{llm.processor}:_process_context:312 - {llm.model} slow to answer ({ttfb:.1f} s)")
             stop = self.cut_point(turn.reply) if here and self.scenario in ("barge_in", "abrupt") else None
             cut_off = not await self.bot_turn(turn, ttfb, here and self.scenario == "function_error", stop)
             if cut_off and self.scenario == "abrupt":
@@ -476,6 +479,12 @@ class _Call:
         self.send(rtvi("bot-ready", {"version": version, "about": {"library": "pipecat-ai", "library_version": "1.14.0"}}, id=ready_id))  # fmt: skip # noqa: E501
         zeros = [{"processor": s.processor, "value": 0.0} for s in (self.persona.llm, self.persona.tts)]
         self.send(rtvi("metrics", {"ttfb": zeros, "processing": zeros}))
+        llm, tts = self.persona.llm, self.persona.tts
+        self.log("INFO", f"pipecat.pipeline.task:_setup:201 - PipelineTask#0 started ({llm.model}, {tts.model})")
+
+    def log(self, level: str, text: str) -> None:
+        """A line of the bot's log, as the package's log forwarding sends it (rtvi_dashboard.logs)."""
+        self.send(rtvi("system-log", {"text": text, "level": level}))
 
     async def user_turn(self, text: str, barging_in: bool) -> None:
         """The user speaks: partial transcripts, the final one, what goes to the LLM.
@@ -550,6 +559,7 @@ class _Call:
             await self.pause(3.0)
             self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": {"error": reason}}))
             self.send(rtvi("error", {"error": f"Function call {function.name} failed: {reason}", "fatal": False}))
+            self.log("WARNING", f"bot:{function.name}:88 - retrying later: {reason}")
         else:
             await self.pause(0.5)
             self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": function.result}))
