@@ -157,7 +157,9 @@ def _timestamp(obj: dict, name: str, where: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # A time without a zone is UTC, as the API's others are: never compared naive with aware.
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except ValueError:
         raise ShapeError(f"{where}.{name}: {value!r} is not an ISO 8601 timestamp") from None
 

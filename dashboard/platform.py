@@ -241,8 +241,8 @@ def completion_status_failed(status: str | None) -> bool:
     if not status:
         return False
     text = status.strip().upper()
-    if text.isdigit():
-        return int(text) >= 400
+    if text.isascii() and text.isdigit():  # "²".isdigit() too; a code has at most a few digits
+        return len(text) > 3 or int(text) >= 400
     return text == "ERROR" or text.endswith("_ERROR")
 
 

@@ -31,7 +31,7 @@ from functools import wraps
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, F, QuerySet
+from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from dashboard.api import agent_json, iso_ms, record_of
@@ -55,6 +55,7 @@ LEVEL_RE = re.compile(r"^[A-Za-z]{1,16}\Z")
 # The log types as SQL literals, in the index's order (constants of [a-z-]: nothing to escape).
 LOG_TYPES_SQL = ", ".join(f"'{t}'" for t in LOG_TYPES if re.fullmatch(r"[a-z-]+", t))
 SCAN_CHUNK = 2000  # log rows read at a time when a query is matched line by line
+SCAN_MAX = 50_000  # lines a query is matched against at most: a search costs the same on any agent
 
 
 class BadParam(ValueError):
@@ -417,24 +418,18 @@ def matching(rows: Iterable[tuple], query: str, offset: int, limit: int) -> tupl
     return total, page
 
 
-def log_rows(sessions: QuerySet, by_session_index: bool) -> QuerySet:
+def log_rows(sessions: QuerySet) -> QuerySet:
     """The bots' log messages (LOG_TYPES, sent by the bot) of `sessions` (a queryset of session pks).
 
-    Read through the partial index event_log_idx (log types, by received_at):
-    a page walks it in time order and stops at its last line, and a count
-    reads log lines only, not every message of the agent's sessions. SQLite
-    uses a partial index only when the query states its condition literally
-    (a bound parameter could be anything), so the types are written out; and
-    `session_id + 0` keeps its planner from preferring the sessions' own
-    index (every message of every session, then sorted), which is the better
-    road for one session's lines only (`by_session_index`).
+    Read through the partial index event_log_idx (log types, by session and
+    time): a page and a count read the agent's own log lines, however many
+    other agents and organizations have. SQLite uses a partial index only when
+    the query states its condition literally (a bound parameter could be
+    anything), so the types are written out.
     """
     column = f"{connection.ops.quote_name(Event._meta.db_table)}.{connection.ops.quote_name('type')}"
     literal = RawSQL(f"{column} IN ({LOG_TYPES_SQL})", [], output_field=BooleanField())
-    rows = Event.objects.filter(literal, direction="to-client")
-    if by_session_index:
-        return rows.filter(session__in=sessions)
-    return rows.alias(session_pk=F("session_id") + 0).filter(session_pk__in=sessions)
+    return Event.objects.filter(literal, direction="to-client", session__in=sessions)
 
 
 @agent_endpoint
@@ -462,7 +457,7 @@ def agent_logs(request, agent):
         sessions = sessions.filter(deployment_id=deployment_id)
     if session_id:
         sessions = sessions.filter(session_id=session_id)
-    rows = log_rows(sessions.values("pk"), by_session_index=bool(session_id))
+    rows = log_rows(sessions.values("pk"))
     if start is not None:
         rows = rows.filter(received_at__gte=start)
     if end is not None:
@@ -470,8 +465,13 @@ def agent_logs(request, agent):
     ordering = ("received_at", "pk") if order == "asc" else ("-received_at", "-pk")
     fields = rows.order_by(*ordering).values_list("type", "message", "received_at", "session__deployment_id")
     if query:
-        total, logs = matching(fields.iterator(chunk_size=SCAN_CHUNK), query, offset, limit)
+        # A search reads at most SCAN_MAX lines (newest first, or oldest with order=asc): past them its
+        # total is a lower bound, as the reference's is past its own limit.
+        scanned = fields[:SCAN_MAX].iterator(chunk_size=SCAN_CHUNK)
+        total, logs = matching(scanned, query, offset, limit)
+        relation = "gte" if rows.count() > SCAN_MAX else "eq"
     else:
         page = fields[offset : offset + limit]
         total, logs = rows.count(), [log_entry(log_line(t, m), at, d) for t, m, at, d in page]
-    return StrictJsonResponse({"total": {"value": total, "relation": "eq"}, "logs": logs})
+        relation = "eq"
+    return StrictJsonResponse({"total": {"value": total, "relation": relation}, "logs": logs})

@@ -22,11 +22,14 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db.models import Count, F, Max, Min, Q
+from django.db.models.functions import Coalesce
+
 from dashboard import agents as agents_service
 from dashboard import platform
 from dashboard.api import iso_ms
 from rtvi_monitor.models import Session
-from rtvi_monitor.state import percentile
+from rtvi_monitor.sessions import BUCKET_MS, histogram_percentile, latency_bucket
 
 # The deployments view reads the agent's sessions of this window, on both sides.
 DEPLOYMENT_WINDOW = timedelta(days=7)
@@ -51,24 +54,29 @@ class DeploymentFigures:
     cold: int = 0
     first_at: datetime | None = None
     last_at: datetime | None = None
-    p50s: list[float] = field(default_factory=list, repr=False)
-    p95s: list[float] = field(default_factory=list, repr=False)
+    # Latency as the Overview counts it: the sessions' own p50s and p95s in BUCKET_MS buckets.
+    p50_buckets: dict[int, int] = field(default_factory=dict, repr=False)
+    p95_buckets: dict[int, int] = field(default_factory=dict, repr=False)
 
-    def seen(self, at: datetime | None) -> None:
-        if at is None:
-            return
-        self.first_at = at if self.first_at is None else min(self.first_at, at)
-        self.last_at = at if self.last_at is None else max(self.last_at, at)
+    def seen(self, first: datetime | None, last: datetime | None = None) -> None:
+        for at in (first, last or first):
+            if at is not None:
+                self.first_at = at if self.first_at is None else min(self.first_at, at)
+                self.last_at = at if self.last_at is None else max(self.last_at, at)
+
+    def count_latency(self, p50_bucket: int, p95_bucket: int, n: int = 1) -> None:
+        self.p50_buckets[p50_bucket] = self.p50_buckets.get(p50_bucket, 0) + n
+        self.p95_buckets[p95_bucket] = self.p95_buckets.get(p95_bucket, 0) + n
 
     @property
     def p50(self) -> float | None:
         # The sessions' own figures, summarised as the Overview does: the median of their p50s...
-        return percentile(sorted(self.p50s), 50)
+        return histogram_percentile(self.p50_buckets, 50)
 
     @property
     def p95(self) -> float | None:
         # ... and the 95th percentile of their p95s.
-        return percentile(sorted(self.p95s), 95)
+        return histogram_percentile(self.p95_buckets, 95)
 
     @property
     def error_rate(self) -> float | None:
@@ -82,21 +90,9 @@ class DeploymentFigures:
     def cold_start_rate(self) -> float | None:
         return self.cold / self.cold_known if self.cold_known else None
 
-    def to_json(self) -> dict:
-        return {
-            "deploymentId": self.deployment_id or None,
-            "active": self.active,
-            "sessions": self.sessions,
-            "monitoredSessions": self.monitored,
-            "turnLatencyP50Ms": self.p50,
-            "turnLatencyP95Ms": self.p95,
-            "errorRate": self.error_rate,
-            "platformSessions": self.platform_sessions,
-            "failureRate": self.failure_rate,
-            "coldStartRate": self.cold_start_rate,
-            "firstSeen": iso_ms(self.first_at),
-            "lastSeen": iso_ms(self.last_at),
-        }
+
+def _bucket_of(value: float) -> int:
+    return int(value // BUCKET_MS)
 
 
 def deployments(
@@ -104,11 +100,14 @@ def deployments(
 ) -> list[DeploymentFigures]:
     """Per deployment, newest first: the dashboard's sessions of the agent joined by id with the platform's.
 
-    A session's deployment is the platform's word for it when the platform
-    knows the session, else what the dashboard recorded when its bot
+    A session's deployment is decided once: the platform's word for it when
+    the platform names one, else what the dashboard recorded when its bot
     connected (the agent's active deployment then). Latency and errors come
-    from the dashboard's sessions; cold starts and failures from the
-    platform's; a session known to both counts once.
+    from the dashboard's sessions, cold starts and failures from the
+    platform's; a session known to both counts once. The dashboard's
+    sessions are counted by the database (a week of a busy agent is many
+    rows); only those the platform also knows (at most PLATFORM_SAMPLE) are
+    read one by one.
     """
     since = now - DEPLOYMENT_WINDOW
     by_id = {s.session_id: s for s in platform_sessions if s.created_at is None or s.created_at >= since}
@@ -119,8 +118,16 @@ def deployments(
             table[deployment_id] = DeploymentFigures(deployment_id, active=deployment_id == active_deployment_id)
         return table[deployment_id]
 
+    ours = Session.objects.filter(organization=organization, agent_key=agent_key, started_at__gte=since)
+    known = {
+        row[0]: row
+        for row in ours.filter(session_id__in=list(by_id)).values_list(
+            "session_id", "deployment_id", "latency_p50_ms", "latency_p95_ms", "error_count", "fatal"
+        )
+    }
     for record in by_id.values():
-        row = figures(record.deployment_id or "")
+        mine = known.get(record.session_id)
+        row = figures(record.deployment_id or (mine[1] if mine else ""))
         row.sessions += 1
         row.platform_sessions += 1
         row.failed += record.failed
@@ -128,20 +135,39 @@ def deployments(
             row.cold_known += 1
             row.cold += record.cold_start
         row.seen(record.created_at)
-    ours = Session.objects.filter(organization=organization, agent_key=agent_key, started_at__gte=since).values_list(
-        "session_id", "deployment_id", "started_at", "latency_p50_ms", "latency_p95_ms", "error_count", "fatal"
-    )
-    for session_id, deployment_id, started_at, p50, p95, errors, fatal in ours:
-        record = by_id.get(session_id)
-        row = figures(record.deployment_id if record and record.deployment_id else deployment_id)
-        if record is None:
-            row.sessions += 1
-            row.seen(started_at)
-        row.monitored += 1
-        row.with_errors += bool(errors or fatal)
-        if p50 is not None:
-            row.p50s.append(p50)
-            row.p95s.append(p95 if p95 is not None else p50)
+        if mine:
+            _, _, p50, p95, errors, fatal = mine
+            row.monitored += 1
+            row.with_errors += bool(errors or fatal)
+            if p50 is not None:
+                row.count_latency(_bucket_of(p50), _bucket_of(p95 if p95 is not None else p50))
+    rest = ours.exclude(session_id__in=list(known))
+    for deployment_id, n, with_errors, first, last in (
+        rest.values("deployment_id")
+        .annotate(
+            n=Count("id"),
+            with_errors=Count("id", filter=Q(error_count__gt=0) | Q(fatal=True)),
+            first=Min("started_at"),
+            last=Max("started_at"),
+        )
+        .values_list("deployment_id", "n", "with_errors", "first", "last")
+    ):
+        row = figures(deployment_id)
+        row.sessions += n
+        row.monitored += n
+        row.with_errors += with_errors
+        row.seen(first, last)
+    for deployment_id, p50_bucket, p95_bucket, n in (
+        rest.filter(latency_p50_ms__isnull=False)
+        .annotate(
+            p50_bucket=latency_bucket(F("latency_p50_ms")),
+            p95_bucket=latency_bucket(Coalesce("latency_p95_ms", "latency_p50_ms")),
+        )
+        .values("deployment_id", "p50_bucket", "p95_bucket")
+        .annotate(n=Count("id"))
+        .values_list("deployment_id", "p50_bucket", "p95_bucket", "n")
+    ):
+        figures(deployment_id).count_latency(int(p50_bucket), int(p95_bucket), n)
     return sorted(table.values(), key=lambda r: (r.deployment_id == "", -(r.last_at or since).timestamp()))
 
 

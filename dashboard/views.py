@@ -132,7 +132,7 @@ def _agent_page_params(params) -> tuple[AgentPageParams, list[str]]:
             problems.append(f"{name}: expected one of {', '.join(choices)}, got {raw[:40]!r}")
     for name, field_name in (("so", "sessions_offset"), ("lo", "logs_offset")):
         raw = params.get(name, "0") or "0"
-        if raw.isdigit() and len(raw) < 7:
+        if raw.isascii() and raw.isdigit() and len(raw) < 7:
             values[field_name] = int(raw)
         else:
             problems.append(f"{name}: expected a whole number under 1,000,000, got {raw[:40]!r}")
@@ -219,13 +219,9 @@ async def agent_detail(request, agent_id):
                 start_type=params.start,
                 deployment_id=params.deployment or None,
             ),
-            platform.get_platform_sessions(
-                organization,
-                agent.name,
-                limit=platform_join.PLATFORM_SAMPLE,
-                # To the minute: one cached answer serves every load of that minute.
-                start_time=(now - platform_join.DEPLOYMENT_WINDOW).replace(second=0, microsecond=0),
-            ),
+            # The newest sessions, whatever the time: one cache key, so an outage shows the last good
+            # sample (deployments() keeps those of its window).
+            platform.get_platform_sessions(organization, agent.name, limit=platform_join.PLATFORM_SAMPLE),
             platform.get_logs(
                 organization,
                 agent.name,
@@ -238,7 +234,7 @@ async def agent_detail(request, agent_id):
         ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now)
         page = sessions_page.value
         more_sessions = page is not None and params.sessions_offset + len(page.sessions) < page.total_count
-        more_logs = logs.value is not None and params.logs_offset + len(logs.value.logs) < logs.value.total
+        more_logs = logs.value is not None and logs.value.next_offset is not None
         context.update(
             ours,
             params=params,
@@ -247,6 +243,7 @@ async def agent_detail(request, agent_id):
             status=status,
             region=_region(agent, status.value),
             sessions_page=sessions_page,
+            sample=sample,
             logs=logs,
             window_days=platform_join.DEPLOYMENT_WINDOW.days,
             manifest_text=json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent.deployment else "",

@@ -45,6 +45,16 @@ def _built_in(organization, given: str) -> AgentLink | None:
     return AgentLink(str(agent.pk), agent.name, deployment, agent)
 
 
+def _storable(record) -> bool:
+    """An id a session can keep and a page can link to (a path segment of at most 100 characters)."""
+    return 0 < len(record.id) <= 100 and "/" not in record.id
+
+
+def _fits(deployment_id: str | None) -> str:
+    """The deployment id, or "" (unknown) rather than a cut one when it is too long to keep."""
+    return deployment_id if deployment_id and len(deployment_id) <= 100 else ""
+
+
 async def resolve(organization, given: str | None) -> tuple[AgentLink | None, str]:
     """The agent a bot named, and a warning for the bot when it names none of the organization's."""
     if not given:
@@ -55,8 +65,8 @@ async def resolve(organization, given: str | None) -> tuple[AgentLink | None, st
         return link, ""
     listing = await agents_service.get_agents(organization)
     record = listing.find(given) or next((a for a in listing.agents if a.name == given), None)
-    if record is not None:
-        return AgentLink(record.id, record.name, record.active_deployment_id or ""), ""
+    if record is not None and _storable(record):
+        return AgentLink(record.id, record.name[:200], _fits(record.active_deployment_id)), ""
     why = f" (its agents API: {listing.error})" if listing.error and not listing.agents else ""
     return None, (
         f"agent {given[:100]!r} is not an agent of your organization{why}; the session is recorded without one"

@@ -27,6 +27,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
@@ -40,7 +41,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import agents as agents_service
-from dashboard.models import Organization
+from dashboard.models import Agent, Organization
 from rtvi_monitor import lifecycle
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
@@ -194,6 +195,13 @@ def _agents_api_down(rule: AlertRule, now: datetime, threshold, window: int, con
     return [Finding("", summary, {"failing_minutes": round(minutes, 1), "error": error})]
 
 
+def _uuid(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        return None
+
+
 EVALUATE = {
     C.FATAL_ERROR: _fatal_error,
     C.ERROR_RATE: _error_rate,
@@ -211,6 +219,14 @@ def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, i
     if found is None:
         return 0, 0  # the condition cannot be judged now: what fires goes on firing
     findings = {f.key: f for f in found}
+    # An alert names its agent's built-in row when it has one; an agent of Pipecat Cloud's list has none
+    # (its id is the alert's key and its name is in the summary).
+    built_in = {
+        str(pk)
+        for pk in Agent.objects.filter(
+            organization_id=rule.organization_id, pk__in=[pk for pk in map(_uuid, (f.agent_id for f in found)) if pk]
+        ).values_list("pk", flat=True)
+    }
     fired = resolved = 0
     for key, finding in findings.items():
         alert = firing.get(key)
@@ -225,7 +241,7 @@ def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, i
                 alert = Alert.objects.create(
                     rule=rule,
                     organization_id=rule.organization_id,
-                    agent_id=finding.agent_id,
+                    agent_id=finding.agent_id if finding.agent_id in built_in else None,
                     key=key,
                     fired_at=now,
                     summary=finding.summary[:500],

@@ -1,9 +1,11 @@
 """JSON for scripts: sessions, one session's derived state, and its messages (NDJSON, pages, one by one)."""
 
+import asyncio
 import re
 from functools import wraps
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -37,7 +39,7 @@ def _int_param(request, name: str, default: int, maximum: int) -> int:
     raw = request.GET.get(name, "")
     if not raw:
         return default
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise BadFilter(f"{name}: expected a whole number, got {raw!r}")
     return min(int(raw), maximum)
 
@@ -74,8 +76,17 @@ def session_detail_json(request, session):
     not know it): see dashboard/platform_join.py.
     """
     detail = session_detail(session)
-    detail["platform"] = async_to_sync(session_platform)(request.organization, session)
+    detail["platform"] = async_to_sync(platform_within_page_wait)(request.organization, session)
     return StrictJsonResponse(detail)
+
+
+async def platform_within_page_wait(organization, session) -> dict | None:
+    """The session's platform record, or what keeps it: the API never waits on the upstream past AGENTS_PAGE_WAIT."""
+    try:
+        async with asyncio.timeout(settings.AGENTS_PAGE_WAIT):
+            return await session_platform(organization, session)
+    except TimeoutError:
+        return {"session": None, "error": "The agents API is still being asked; ask again in a few seconds."}
 
 
 @json_methods("GET")
@@ -89,7 +100,7 @@ async def session_platform_json(request, session_id):
     session = await sync_to_async(Session.objects.find)(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
-    return StrictJsonResponse({"platform": await session_platform(request.organization, session)})
+    return StrictJsonResponse({"platform": await platform_within_page_wait(request.organization, session)})
 
 
 @json_methods("GET")

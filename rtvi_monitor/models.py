@@ -144,7 +144,7 @@ class Session(models.Model):
 
     def save(self, *args, **kwargs):
         # A built-in agent's id is its agents API id: a session given one (the admin, a script) is keyed by it.
-        if self.agent_id and not self.agent_key:
+        if self.agent_id and self.agent_key != str(self.agent_id):
             self.agent_key, self.agent_name = str(self.agent_id), self.agent.name
         super().save(*args, **kwargs)
 
@@ -190,8 +190,12 @@ class Event(models.Model):
             models.Index(
                 fields=["received_at"], condition=models.Q(type__in=ERROR_TYPES, valid=True), name="event_error_idx"
             ),
-            # The agents' logs (GET /v1/agents/<name>/logs) read the bots' log lines and errors, newest first.
-            models.Index(fields=["received_at"], condition=models.Q(type__in=LOG_TYPES), name="event_log_idx"),
+            # The agents' logs (GET /v1/agents/<name>/logs) read the bots' log lines and errors of an
+            # agent's sessions by time: session first, so the cost follows the agent's own lines, not
+            # every organization's.
+            models.Index(
+                fields=["session", "received_at"], condition=models.Q(type__in=LOG_TYPES), name="event_log_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -335,7 +339,7 @@ class Alert(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="alerts")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # What one alert of the rule is about: an agent's id, or "" for the organization.
-    key = models.CharField(max_length=64, blank=True)
+    key = models.CharField(max_length=100, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.FIRING)
     fired_at = models.DateTimeField(default=timezone.now, db_index=True)
     resolved_at = models.DateTimeField(null=True, blank=True)

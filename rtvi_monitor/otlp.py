@@ -184,7 +184,7 @@ def traces(request):
     if content_type not in (PROTOBUF, JSON):
         return json_error(f"Content-Type {content_type or '(none)'}: send {PROTOBUF} or {JSON} (OTLP/HTTP).", 415)
     length = request.headers.get("Content-Length") or "0"
-    if not length.isdigit():
+    if not (length.isascii() and length.isdigit()) or len(length) > 18:
         return json_error(f"Content-Length {length[:40]!r} is not a number of bytes.", 400)
     if int(length) > settings.OTLP_MAX_BYTES:
         return json_error(f"The body is over OTLP_MAX_BYTES ({settings.OTLP_MAX_BYTES} bytes).", 413)

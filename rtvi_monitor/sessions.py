@@ -130,7 +130,7 @@ def day_start(now):
     return (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
 
 
-def _histogram_percentile(buckets: dict[int, int], p: float) -> float | None:
+def histogram_percentile(buckets: dict[int, int], p: float) -> float | None:
     """The p-th percentile (nearest rank, as `percentile`) of values counted in BUCKET_MS buckets: a bucket's middle."""
     total = sum(buckets.values())
     if not total:
@@ -168,7 +168,7 @@ def agent_overview(organization, now) -> list[dict]:
     )
     # The hours before this one are counted once per PAST_HOURS_TTL (per process cache) and
     # this hour on every load: a day of 100,000 sessions costs a load ~1/24th of a full count.
-    key = f"overview:{organization.pk}:{since.isoformat()}"
+    key = f"overview:v2:{organization.pk}:{since.isoformat()}"  # v2: rows by agent_key
     past = cache.get(key)
     if past is None:
         past = _counts(sessions, since, since, this_hour)
@@ -214,9 +214,9 @@ def agent_overview(organization, now) -> list[dict]:
     for entry in agents.values():
         p50s, p95s = entry.pop("_p50"), entry.pop("_p95")
         for hour, p50, p95 in zip(entry["hours"], p50s, p95s, strict=True):
-            hour["p50"], hour["p95"] = _histogram_percentile(p50, 50), _histogram_percentile(p95, 95)
-        entry["p50"] = _histogram_percentile(_merged(p50s), 50)
-        entry["p95"] = _histogram_percentile(_merged(p95s), 95)
+            hour["p50"], hour["p95"] = histogram_percentile(p50, 50), histogram_percentile(p95, 95)
+        entry["p50"] = histogram_percentile(_merged(p50s), 50)
+        entry["p95"] = histogram_percentile(_merged(p95s), 95)
         entry["error_rate"] = entry["with_errors"] / entry["sessions"] if entry["sessions"] else None
         entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
     return sorted(
@@ -249,7 +249,7 @@ def _counts(sessions, since, start, end) -> dict:
     for name, value in (("_p50", F("latency_p50_ms")), ("_p95", Coalesce("latency_p95_ms", "latency_p50_ms"))):
         counts[name] = list(
             recent.filter(latency_p50_ms__isnull=False)
-            .annotate(bucket=_bucket(value))
+            .annotate(bucket=latency_bucket(value))
             .values("agent_key", "hour", "bucket")
             .annotate(n=Count("id"))
             .values_list("agent_key", "hour", "bucket", "n")
@@ -257,7 +257,7 @@ def _counts(sessions, since, start, end) -> dict:
     return counts
 
 
-def _bucket(value):
+def latency_bucket(value):
     """floor(value / BUCKET_MS) natively: SQLite's CAST truncates (the same for latencies, never
     negative) while Floor may be a Python callback there; PostgreSQL's CAST rounds, its FLOOR is native."""
     if connection.vendor == "postgresql":

@@ -74,6 +74,9 @@ def session_list(request):
         except BadFilter as exc:
             error = str(exc)
     newer_url = _page_url(request.GET, after=newer) if newer else ""
+    # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
+    agents = async_to_sync(agents_service.get_agents)(organization).agents if organization else []
+    agent = request.GET.get("agent", "").strip()
     if not sessions and (before or after):
         # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
         newer_url = _page_url(request.GET)
@@ -85,8 +88,9 @@ def session_list(request):
             "sessions": sessions,
             "error": error,
             "filters": request.GET,
-            # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
-            "agents": async_to_sync(agents_service.get_agents)(organization).agents if organization else [],
+            "agents": agents,
+            # A filter on an agent the list does not have (any more): still shown as the one applied.
+            "unlisted_agent": agent if agent and all(a.id != agent for a in agents) else "",
             # The list runs newest first: the next page is older, the previous one newer.
             "next_url": _page_url(request.GET, before=older) if older else "",
             "previous_url": newer_url,

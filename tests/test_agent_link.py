@@ -63,3 +63,12 @@ async def test_an_unknown_agent_is_said_with_the_upstreams_failure(org, ingest_t
     assert "refused the key" in frames[0]["error"]  # why the list could not say
     assert frames[1] == {"ack": 1}  # recorded all the same
     assert session.agent_key == "" and session.agent_id is None
+
+
+async def test_an_agent_whose_id_cannot_be_kept_or_linked_is_not_linked(org, ingest_token, httpx_mock):
+    await use_pipecat_cloud(org)
+    odd = {**AGENT, "id": "team/support", "name": "odd-bot"}
+    httpx_mock.add_response(url=URL, json={"services": [odd]}, is_reusable=True)
+    session, frames = await stream_one(ingest_token, "odd-bot")
+    assert "'odd-bot' is not an agent of your organization" in frames[0]["error"] and frames[1] == {"ack": 1}
+    assert session.agent_key == ""

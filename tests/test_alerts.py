@@ -107,6 +107,22 @@ def test_turn_latency_fires_per_agent(org, agents):
     assert alert.summary.startswith("support-bot: turn latency p95 2004 ms") and alert.session_ids[0] == "s4"
 
 
+@pytest.mark.parametrize("agent_key", ["1b7e6a42-0d5e-4d55-9d0c-7f9a1c1c2b11", "agent-7f3a-" + "x" * 80])
+def test_turn_latency_fires_for_an_agent_of_pipecat_clouds_list(org, agent_key):
+    """No built-in row: the alert is keyed by the agents API's id and named by the sessions' agent name."""
+    slow = rule(org, C.TURN_LATENCY_P95, threshold=1500)
+    for i in range(5):
+        Session.objects.create(
+            organization=org, session_id=f"c{i}", agent_key=agent_key, agent_name="cloud-bot", latency_p95_ms=2100
+        )
+    assert evaluate(slow) == (1, 0)
+    alert = Alert.objects.get()
+    assert (alert.key, alert.agent) == (agent_key, None)
+    assert alert.summary.startswith("cloud-bot: turn latency p95 2100 ms")
+    assert AlertDelivery.objects.filter(alert=alert).count() == 1
+    assert evaluate(slow) == (0, 0)  # still firing: the same alert
+
+
 def test_no_sessions_fires_for_an_agent_that_usually_has_them(org, agents):
     quiet = rule(org, C.NO_SESSIONS, window_minutes=30, threshold=3)
     for i in range(3):

@@ -17,7 +17,6 @@ from tests.platform_samples import (
     COLD_ERROR_SESSION,
     DEPLOYMENT_ID,
     OLD_DEPLOYMENT_ID,
-    SESSION_DETAIL,
     WARM_COMPLETED_SESSION,
     fake_pipecat_cloud,
     make_logs,
@@ -59,7 +58,7 @@ def test_the_agent_page_shows_the_platforms_status_sessions_and_logs(staff_clien
     assert '<tr class="failed">' in html and "HTTP_ERROR" in html
     assert "7.0 s" in html and ">cold<" in html
     assert f'href="/sessions/{WARM_COMPLETED_SESSION["sessionId"]}/"' in html
-    assert f"<code>{COLD_ERROR_SESSION['sessionId']}</code> <small class=\"muted\">not monitored</small>" in html
+    assert f'<code>{COLD_ERROR_SESSION["sessionId"]}</code> <small class="muted">not monitored</small>' in html
     # The logs panel: each line with its level, as text.
     assert '<li class="log-error">' in html and '<li class="log-warning">' in html and '<li class="log-info">' in html
     assert "Bot crashed: TimeoutError waiting for the LLM" in html
@@ -103,7 +102,8 @@ def test_the_deployments_view_compares_two_deployments(staff_client, org, cloud)
     assert [r.deployment_id for r in response.context["deployments"]] == [DEPLOYMENT_ID, OLD_DEPLOYMENT_ID]
     assert (new.sessions, new.monitored, new.platform_sessions, new.active) == (21, 11, 20, True)
     assert (old.sessions, old.monitored, old.platform_sessions, old.active) == (20, 10, 20, False)
-    assert (new.p50, new.p95, old.p50, old.p95) == (600, 950, 1500, 2500)
+    # The sessions' own figures to 10 ms (the middle of the bucket), as the Overview counts them.
+    assert (new.p50, new.p95, old.p50, old.p95) == (605, 955, 1505, 2505)
     assert (new.error_rate, old.error_rate) == (0, 0.5)
     # Every 7th a cold start, every 10th HTTP_ERROR, every 13th an HTTP 500 (make_sessions' mix).
     assert old.cold_start_rate == 3 / 20 and new.cold_start_rate == 3 / 20
@@ -111,11 +111,30 @@ def test_the_deployments_view_compares_two_deployments(staff_client, org, cloud)
     assert "active</span>" in response.content.decode()
 
 
+def test_a_session_counts_once_under_the_deployment_it_ran_on(staff_client, org, cloud):
+    """The platform names no deployment for it; the dashboard recorded one: one row, the dashboard's."""
+    now = timezone.now()
+    record = {**make_sessions(1, start=now - timedelta(minutes=5), active=0)[0], "deploymentId": None}
+    fake_pipecat_cloud(cloud, sessions=[record])
+    monitored(org, record["sessionId"], deployment_id=DEPLOYMENT_ID, latency_p50_ms=700, latency_p95_ms=900)
+    (row,) = staff_client.get(PAGE).context["deployments"]
+    assert (row.deployment_id, row.sessions, row.monitored, row.platform_sessions) == (DEPLOYMENT_ID, 1, 1, 1)
+
+
+def test_upstream_times_without_a_zone_are_read_as_utc(staff_client, org, cloud):
+    now = timezone.now()
+    record = make_sessions(1, start=now - timedelta(minutes=5), active=0)[0]
+    fake_pipecat_cloud(cloud, sessions=[{**record, "createdAt": record["createdAt"].rstrip("Z")}])
+    response = staff_client.get(PAGE)
+    assert response.status_code == 200 and response.context["deployments"][0].sessions == 1
+
+
 def test_a_bad_filter_is_named_and_ignored(staff_client, org, cloud):
     fake_pipecat_cloud(cloud)
-    html = staff_client.get(PAGE + "?status=dead&lo=-1").content.decode()
+    html = staff_client.get(PAGE + "?status=dead&lo=-1&so=%C2%B2").content.decode()
     assert "status: expected one of all, active, ended, got &#x27;dead&#x27;" in html
     assert "lo: expected a whole number" in html
+    assert "so: expected a whole number" in html  # "²" is a digit to str.isdigit, not a number
     assert "HTTP_ERROR" in html  # the rest of the page as usual
 
 
@@ -227,7 +246,7 @@ def test_with_the_built_in_api_the_agent_page_shows_its_own_sessions_and_logs(st
     assert "HTTP_ERROR" in html and '<tr class="failed">' in html  # own-1 ended in a fatal error
     assert "pipeline 3 started" in html and "LLM service returned 401" in html
     rows = {r.deployment_id: r for r in response.context["deployments"]}
-    assert (rows["dep-new"].sessions, rows["dep-new"].p50, rows["dep-old"].p50) == (3, 700, 1200)
+    assert (rows["dep-new"].sessions, rows["dep-new"].p50, rows["dep-old"].p50) == (3, 705, 1205)
     assert rows["dep-old"].failure_rate == 0.5 and rows["dep-new"].cold_start_rate is None  # unknown, not 0
 
 
