@@ -49,9 +49,12 @@ def server():
     try:
         lines = server.manage("seed_demo").splitlines()
         username, password = next(x for x in lines if x.startswith("Login:")).removeprefix("Login: ").split(" / ")
-        agent_id = server.manage(
-            "shell", "-c", f"from dashboard.models import Agent; print(Agent.objects.get(name={AGENT!r}).pk)"
-        ).split()[-1]  # the last word: Django's shell says what it imported first
+        agent_id, server.deployment_id = server.manage(
+            "shell",
+            "-c",
+            f"from dashboard.models import Agent; a = Agent.objects.get(name={AGENT!r}); "
+            "print(a.pk, a.active_deployment_id)",
+        ).split()[-2:]  # the last words: Django's shell says what it imported first
         server.token = server.manage("create_ingest_token", "--org", "Demo Voice Co").splitlines()[-1]
         yield server, username, password, agent_id
     finally:
@@ -202,7 +205,8 @@ def test_an_ended_call_reads_for_diagnosis(browser, server, ended_call):
         facts = {key: page.locator(f"#fact-{key}").inner_text() for key in ("turns", "interruptions", "errors")}
         assert facts == {"turns": str(TURNS), "interruptions": "0", "errors": "1"}
         assert page.locator("#fact-protocol").inner_text() == "2.2.0"
-        assert page.locator("#fact-deployment").inner_text() == "pipecat-ai 1.14.0 (as the bot says)"
+        # The agent's active deployment when the bot connected, as the agents API names it.
+        assert page.locator("#fact-deployment").inner_text() == server.deployment_id
         cost = page.locator("#fact-cost").inner_text()
         assert re.fullmatch(r"\$\d+\.\d{4}|—", cost), cost
         if api.get("cost_usd", "absent") is None:
