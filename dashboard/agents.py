@@ -419,8 +419,11 @@ async def _in_thread(method, *args, **kwargs):
     return await sync_to_async(method, thread_sensitive=False)(*args, **kwargs)
 
 
-async def _refresh(spec: CacheSpec) -> Cached:
-    """Fetch and store the answer; if another process is fetching it, wait for what that one stores."""
+async def _refresh(spec: CacheSpec, seen: float | None) -> Cached:
+    """Fetch and store the answer; if another process is fetching it, wait for what that one stores.
+
+    `seen`: when the fresh answer the caller saw was fetched (None: it saw none).
+    """
     keys = spec.keys
     # The lock outlives any fetch (AGENTS_DEADLINE bounds it) but not a
     # process that died holding it. Whole seconds: Redis truncates the rest.
@@ -438,6 +441,11 @@ async def _refresh(spec: CacheSpec) -> Cached:
         return Cached(found.get(keys["last"]), error, from_cache=True)
 
     try:
+        # Another process may have fetched and let go of the lock between the caller's look at the
+        # cache and taking it: what it stored is the answer, not a reason to ask the upstream again.
+        fresh = await _in_thread(cache.get, keys["fresh"])
+        if fresh is not None and (seen is None or fresh["fetched_at"] > seen):
+            return Cached(fresh, from_cache=True)
         try:
             payload = await spec.fetch()
         except AgentsAPIError as exc:
@@ -459,7 +467,7 @@ async def _refresh(spec: CacheSpec) -> Cached:
         await _in_thread(cache.delete, keys["lock"])
 
 
-def _start_refresh(spec: CacheSpec) -> asyncio.Task:
+def _start_refresh(spec: CacheSpec, seen: float | None = None) -> asyncio.Task:
     """The fetch of this answer under way in this process; one is started if there is none."""
     loop = asyncio.get_running_loop()
     key = spec.keys["lock"]
@@ -470,7 +478,7 @@ def _start_refresh(spec: CacheSpec) -> asyncio.Task:
         # An empty context: the task outlives the request and must carry none
         # of its state (asgiref, for one, refuses thread-sensitive calls in
         # the context of a request that has ended).
-        task = loop.create_task(_refresh(spec), context=contextvars.Context())
+        task = loop.create_task(_refresh(spec, seen), context=contextvars.Context())
         _refreshes[key] = task
         task.add_done_callback(functools.partial(_forget, key, spec.what))
     return task
@@ -520,7 +528,8 @@ async def cached(spec: CacheSpec, refresh: bool = False) -> Cached:
             _start_refresh(spec)
             return Cached(last, error, from_cache=True)
 
-    task = _start_refresh(spec)
+    seen = found[keys["fresh"]]["fetched_at"] if keys["fresh"] in found else None
+    task = _start_refresh(spec, seen)
     try:
         async with asyncio.timeout(settings.AGENTS_PAGE_WAIT):
             # Shielded: when the page stops waiting, the fetch goes on.

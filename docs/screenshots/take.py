@@ -51,6 +51,7 @@ def main():
                 ended = first(api, status="ended", has_errors="true")  # one with something to diagnose
             except ValueError:
                 ended = first(api, status="ended")
+            agent = api.get(f"/api/sessions/{ended}/").json()["agent_id"]
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
                 for scheme, width, height, shots in (
@@ -63,6 +64,7 @@ def main():
                             "alerts.png": "/alerts/",
                             "sessions.png": "/sessions/",
                             "agents.png": "/agents/",
+                            "agent.png": f"/agents/{agent}/",
                             "session.png": f"/sessions/{live}/",
                             "session-detail-ended.png": f"/sessions/{ended}/",
                         },
