@@ -16,7 +16,7 @@ viewers: dict[str, set] = {}
 
 
 async def handle(socket):
-    path = socket.request.path.strip("/").split("/")
+    path = socket.request.path.split("?")[0].strip("/").split("/")
     if len(path) != 3 or path[0] != "ws":
         await socket.close(4404)
         return

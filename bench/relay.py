@@ -19,10 +19,20 @@ and peak memory (VmHWM), and for the dashboard that every message was stored.
 --unpaced: each bot sends its rate x seconds messages as fast as it can;
 "delivered msg/s" is then what reached the browsers over the time from the
 start to the last receipt.
+
+--acks ranges (the default) has the bench's bots ask for ranged acks
+(`?acks=ranges`, one frame per dashboard write) as the bot package does;
+--acks each keeps the per-message acks of older bots. --client has each bot
+be the bot package's DashboardClient (its batching: one frame per 50 ms),
+paced only. --baseline DIR adds a target "baseline": the dashboard run from
+another checkout (its own code and bot package), to compare two builds in
+one run. After each rate the dashboard's throughput is given as a share of
+the plain relay's and of the stock Channels relay's measured in the same run.
 """
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -39,6 +49,7 @@ import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import tests.server  # noqa: E402
 from tests.server import DaphneServer, free_port  # noqa: E402
 
 # One turn of a realistic Pipecat session (about a third tokens, a quarter metrics).
@@ -163,7 +174,7 @@ class PlainTarget(BareTarget):
 class DashboardTarget(Target):
     name = "dashboard"
 
-    def __init__(self, processes: int = 1):
+    def __init__(self, processes: int = 1, code: str | None = None):
         # Production settings (DEBUG off: no query logging), plain HTTP on loopback.
         env = {
             "DEBUG": "false",
@@ -173,14 +184,31 @@ class DashboardTarget(Target):
             "SESSION_END_GRACE": "5",
             "INGEST_RATE_LIMIT": "100000",
         }
-        first = DaphneServer(env=env).start()
-        self.servers = [first] + [
-            DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
-        ]
-        self.name = f"dashboard x{processes}" if processes > 1 else "dashboard"
-        self.token = first.manage("create_ingest_token", "--org", "Bench").splitlines()[-1]
-        self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
+        self.code = Path(code).resolve() if code else None
+        if self.code is not None:
+            # Another checkout's server and bot package, ahead of this one's.
+            env["PYTHONPATH"] = f"{self.code / 'sdk' / 'src'}{os.pathsep}{self.code}"
+        with self.code_root():
+            first = DaphneServer(env=env).start()
+            self.servers = [first] + [
+                DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
+            ]
+            self.token = first.manage("create_ingest_token", "--org", "Bench").splitlines()[-1]
+            self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
+        self.name = ("baseline" if self.code else "dashboard") + (f" x{processes}" if processes > 1 else "")
         self.db = first.env["SQLITE_PATH"] if not os.getenv("DATABASE_URL") else None
+
+    @contextlib.contextmanager
+    def code_root(self):
+        """tests.server runs daphne and manage.py from its ROOT: point it at the other checkout meanwhile."""
+        if self.code is None:
+            yield
+            return
+        root, tests.server.ROOT = tests.server.ROOT, self.code
+        try:
+            yield
+        finally:
+            tests.server.ROOT = root
 
     def ws_urls(self):
         return [s.ws_url for s in self.servers]
@@ -190,11 +218,12 @@ class DashboardTarget(Target):
 
     def stored(self, session_ids):
         if self.db is None:
-            out = self.servers[0].manage(
-                "shell",
-                "-c",
-                f"from rtvi_monitor.models import Event; print(Event.objects.filter(session__session_id__in={session_ids!r}).count())",
-            )
+            with self.code_root():
+                out = self.servers[0].manage(
+                    "shell",
+                    "-c",
+                    f"from rtvi_monitor.models import Event; print(Event.objects.filter(session__session_id__in={session_ids!r}).count())",
+                )
             return int(out.strip().splitlines()[-1])
         with sqlite3.connect(self.db) as db:
             marks = ",".join("?" * len(session_ids))
@@ -223,11 +252,20 @@ print(session.session_key)
 """
 
 
+def acknowledged(raw: str) -> int:
+    """How many messages one dashboard frame acknowledges: {"ack": n} one, {"acks": [[a, b], ...]} each run's."""
+    if '"acks"' not in raw:
+        return 1  # {"ack": n}, or an error that is final for its message
+    return sum(last - first + 1 for first, last in json.loads(raw)["acks"])
+
+
 async def generate(
     info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent, unpaced
 ) -> dict:
     """One load-generator process: some of the bots, and their sessions' browsers."""
     urls, token, cookie, dashboard = info["urls"], info["token"], info["cookie"], info["dashboard"]
+    query = "?acks=ranges" if dashboard and info["acks"] == "ranges" else ""
+    clients = {}  # --client: each bot's DashboardClient, made at its hello
     per_bot = int(rate * seconds)
     viewer_stats: list[Viewer] = []
     done = asyncio.Event()
@@ -272,17 +310,32 @@ async def generate(
 
     go = asyncio.Event()
 
+    async def client_bot(index: int, session_id: str):
+        """The bot package's client: send() at the rate, its batching and acks as a real bot has them."""
+        client = clients[session_id]
+        await go.wait()
+        await asyncio.sleep(random.random() / rate)
+        start = time.monotonic()
+        for seq in range(2, per_bot + 2):
+            delay = start + (seq - 2) / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            client.send(message(seq + index))
+        return client
+
     async def bot(index: int, url: str, session_id: str):
+        if session_id in clients:
+            return await client_bot(index, session_id)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with websockets.connect(
-            f"{url}/ws/ingest/{session_id}/", additional_headers=headers, max_queue=None
+            f"{url}/ws/ingest/{session_id}/{query}", additional_headers=headers, max_queue=None
         ) as socket:
-            acked = [0]  # acknowledgements received (the dashboard's; the relays send none)
+            acked = [0]  # messages acknowledged (by the dashboard; the relays send nothing)
             window = asyncio.Event()
 
             async def drain():
-                async for _ in socket:
-                    acked[0] += 1
+                async for raw in socket:
+                    acked[0] += acknowledged(raw) if dashboard else 1
                     window.set()
 
             drainer = asyncio.create_task(drain())
@@ -309,7 +362,16 @@ async def generate(
     readies, tasks = [], []
     for i in indices:
         session_id = f"bench-{tag}-{i}"
-        if dashboard:
+        hello_message = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}
+        if info["client"]:
+            # The bot package's client, whose first message (seq 1) is the hello.
+            from rtvi_dashboard import DashboardClient
+
+            client = clients[session_id] = DashboardClient(urls[i % len(urls)], token, session_id)
+            client.start()
+            client.send(hello_message)
+            assert await client.flush(30), f"{session_id}: the hello was not acknowledged"
+        elif dashboard:
             # A browser may watch only a session that exists: the bot says hello first.
             headers = {"Authorization": f"Bearer {token}"}
             async with websockets.connect(
@@ -321,7 +383,7 @@ async def generate(
                             "seq": 1,
                             "direction": "to-client",
                             "sent_at": time.time(),
-                            "message": {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}},
+                            "message": hello_message,
                         }
                     )
                 )
@@ -353,8 +415,11 @@ async def generate(
             break
     done.set()
     await asyncio.gather(*tasks)
-    for drainer, _ in finished:
-        drainer.cancel()
+    for result in finished:
+        if isinstance(result, tuple):
+            result[0].cancel()  # the drainer
+        else:
+            await result.close()  # a DashboardClient: everything was relayed, so acked
 
     expected = set(range(2, per_bot + 2))
     gaps = 0
@@ -377,7 +442,16 @@ def _generator_process(args) -> dict:
 
 
 def run_load(
-    target: Target, bots: int, rate: float, seconds: float, viewers: int, tag: str, generators: int, unpaced: bool
+    target: Target,
+    bots: int,
+    rate: float,
+    seconds: float,
+    viewers: int,
+    tag: str,
+    generators: int,
+    unpaced: bool,
+    acks: str = "ranges",
+    client: bool = False,
 ) -> dict:
     import multiprocessing
 
@@ -388,7 +462,9 @@ def run_load(
         "urls": target.ws_urls(),
         "token": target.token,
         "cookie": target.cookie,
-        "dashboard": target.name.startswith("dashboard"),
+        "dashboard": isinstance(target, DashboardTarget),
+        "acks": acks,
+        "client": client and isinstance(target, DashboardTarget),
     }
     shares = [list(range(g, bots, generators)) for g in range(generators)]
     with context.Pool(generators) as pool:
@@ -414,7 +490,7 @@ def run_load(
     stored = target.stored([f"bench-{tag}-{i}" for i in range(bots)])
     span = max(r["last_at"] for r in results) - min(r["go_at"] for r in results)
     return {
-        "target": target.name,
+        "target": target.name + (" (client)" if info["client"] else ""),
         "offered": float("inf") if unpaced else bots * rate,
         "delivered_per_s": received / (span if unpaced and span > 0 else seconds),
         "p50_ms": percentile(latencies, 50) * 1000,
@@ -456,7 +532,14 @@ def main() -> None:
     parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
     parser.add_argument("--generators", type=int, default=2, help="load generator processes")
+    parser.add_argument(
+        "--acks", choices=["ranges", "each"], default="ranges", help="bench bots ask for ranged acks, or not"
+    )
+    parser.add_argument("--client", action="store_true", help="bots are the bot package's DashboardClient (batching)")
+    parser.add_argument("--baseline", metavar="DIR", help="also run the dashboard from this checkout, as 'baseline'")
     args = parser.parse_args()
+    if args.client and args.unpaced:
+        parser.error("--client is paced (a real bot sends as things happen)")
 
     rates = [float(r) for r in args.sweep.split(",")] if args.sweep else [args.rate]
     print(
@@ -466,18 +549,57 @@ def main() -> None:
     print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
     print(HEADER)
     kinds = {"all": ["dashboard", "bare", "plain"], "both": ["dashboard", "bare"]}.get(args.target, [args.target])
-    targets = {"dashboard": lambda: DashboardTarget(args.processes), "bare": BareTarget, "plain": PlainTarget}
+    if args.baseline:
+        kinds.insert(0, "baseline")
+    targets = {
+        "dashboard": lambda: DashboardTarget(args.processes),
+        "baseline": lambda: DashboardTarget(args.processes, code=args.baseline),
+        "bare": BareTarget,
+        "plain": PlainTarget,
+    }
+    results: dict[float, dict[str, dict]] = {}
     for kind in kinds:
         for rate in rates:
             target = targets[kind]()
             try:
                 tag = f"{kind}{rate:g}-{os.getpid()}-{int(time.time())}"  # fresh session ids, even in a shared database
                 result = run_load(
-                    target, args.bots, rate, args.seconds, args.viewers, tag, args.generators, args.unpaced
+                    target,
+                    args.bots,
+                    rate,
+                    args.seconds,
+                    args.viewers,
+                    tag,
+                    args.generators,
+                    args.unpaced,
+                    args.acks,
+                    args.client,
                 )
             finally:
                 target.stop()
+            results.setdefault(rate, {})[kind] = result
             print(row(result), flush=True)
+    for rate, by_kind in results.items():
+        for line in ratios(by_kind):
+            print(f"{args.bots} bots x {rate:g} msg/s: {line}")
+
+
+def ratios(by_kind: dict[str, dict]) -> list[str]:
+    """Each dashboard's delivered msg/s as a share of the relays' measured in the same run, and CPU per message."""
+    lines = []
+    for kind in ("baseline", "dashboard"):
+        mine = by_kind.get(kind)
+        if mine is None:
+            continue
+        parts = []
+        for relay, label in (("plain", "plain websockets relay"), ("bare", "stock Channels relay")):
+            if relay in by_kind:
+                share = mine["delivered_per_s"] / by_kind[relay]["delivered_per_s"]
+                parts.append(f"{share:.0%} of the {label}'s throughput")
+        cpu_per_k = mine["cpu_pct"] / (mine["delivered_per_s"] / 1000) if mine["delivered_per_s"] else float("nan")
+        parts.append(f"{cpu_per_k:.1f}% CPU per 1,000 msg/s delivered")
+        lines.append(f"{mine['target']}: " + ", ".join(parts))
+    return lines
 
 
 if __name__ == "__main__":

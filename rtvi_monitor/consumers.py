@@ -12,10 +12,13 @@ from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 from rtvi_dashboard.wire import (
+    ACKS_PARAM,
+    ACKS_RANGES,
     CLOSE_BAD_REQUEST,
     CLOSE_BAD_TOKEN,
     CLOSE_FORBIDDEN,
@@ -23,6 +26,7 @@ from rtvi_dashboard.wire import (
     CLOSE_RATE,
     CLOSE_STALLED,
     CLOSE_TOO_BIG,
+    ack_ranges,
 )
 
 from dashboard.auth import bearer_token, organization_of
@@ -37,13 +41,35 @@ logger = logging.getLogger(__name__)
 
 
 class LeanDispatchMixin:
-    """Skip Channels' per-message `aclose_old_connections()`.
+    """Channels' consumer loop, without its per-message costs where they can go.
 
-    Channels >= 4.2 runs it in a thread before every handler (~145 us,
-    serialized on one thread). These consumers never use the ORM on the event
-    loop: database work goes through `database_sync_to_async` (which closes
-    old connections itself) or the live path's own database thread.
+    - No `aclose_old_connections()` before every handler: Channels >= 4.2 runs
+      it in a thread each time (~145 us, serialized on one thread). These
+      consumers never use the ORM on the event loop: database work goes
+      through `database_sync_to_async` (which closes old connections itself)
+      or the live path's own database thread.
+    - A consumer without a channel layer (`uses_channel_layer = False`: a bot's
+      socket joins no group, and nothing is sent to it through the layer)
+      awaits its socket directly, instead of a new task and an `asyncio.wait`
+      per frame (`channels.utils.await_many_dispatch`), and has no channel to
+      make (with Redis, a subscription per bot). Consumers with a layer keep
+      Channels' loop: a variant with one long-lived task per source lost
+      relays with the Redis layer across two processes (docs/BENCHMARKS.md, issue 15).
     """
+
+    uses_channel_layer = True
+
+    async def __call__(self, scope, receive, send):
+        if self.uses_channel_layer:
+            return await super().__call__(scope, receive, send)
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = None
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
 
     async def dispatch(self, message):
         handler = getattr(self, get_handler_name(message), None)
@@ -84,9 +110,12 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     live_session: LiveSession | None = None
     token_pk: int | None = None
+    uses_channel_layer = False  # a bot's socket joins no group; nothing is sent to it through the layer
+    ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
 
     async def connect(self):
         await self.accept()
+        self.ranged_acks = _query(self.scope).get(ACKS_PARAM) == ACKS_RANGES
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
             return await self.fail(SESSION_ID_RULE, CLOSE_BAD_REQUEST)
@@ -182,9 +211,22 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             await self.reply(immediate)
 
     async def reply(self, payloads: list[dict]) -> None:
-        # One frame per reply, as the protocol says.
+        """Answer the bot: one frame per reply, or, when it asked for ranged acks, its plain acks in one frame.
+
+        The writer calls this once per flush per connection, so a bot with
+        ranged acks gets one {"acks": [[first, last], ...]} frame per write
+        however many of its messages it stored; a frame per message was a
+        large share of the server's time (docs/BENCHMARKS.md, issue 15).
+        Warnings and errors always come one frame each.
+        """
+        acked = []
         for payload in payloads:
-            await self.send(text_data=json.dumps(payload))
+            if self.ranged_acks and len(payload) == 1 and "ack" in payload:
+                acked.append(payload["ack"])
+            else:
+                await self.send(text_data=json.dumps(payload))
+        if acked:
+            await self.send(text_data=json.dumps({"acks": ack_ranges(acked)}, separators=(",", ":")))
 
     async def disconnect(self, code):
         if self.token_pk is not None:
@@ -345,4 +387,6 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         pass
 
     async def session_list(self, message):
-        await self.send(text_data=relay.to_json({"type": message["event"], "session": message["session"]}))
+        # One session, or several ("updated" from one flush of the writer): a frame each.
+        for row in message["sessions"] if "sessions" in message else [message["session"]]:
+            await self.send(text_data=relay.to_json({"type": message["event"], "session": row}))

@@ -64,6 +64,18 @@ async def session_changed(session: Session, event: str) -> None:
     await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "session": row})
 
 
+async def sessions_updated(sessions: list[Session]) -> None:
+    """Sessions whose summaries the writer just stored: one relay per organization's list, whatever their number.
+
+    The list socket sends each as its own {"type": "updated"} frame, as before.
+    """
+    by_org: dict = {}
+    for session in sessions:
+        by_org.setdefault(session.organization_id, []).append(session.row())
+    for organization_id, rows in by_org.items():
+        await relay(org_group(organization_id), {"type": "session.list", "event": "updated", "sessions": rows})
+
+
 # A frame to a browser longer than this goes as parts (daphne refuses to send
 # more than 1 MiB at once; a part's text may double when escaped).
 FRAME_PART = 256 * 1024

@@ -13,6 +13,7 @@ over INGEST_MAX_PENDING are told to resend later.
 
 import asyncio
 import logging
+import sqlite3
 import time
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from rtvi_monitor import cost, lifecycle, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
 from rtvi_monitor.models import Event, Session, summary_fields
-from rtvi_monitor.relay import batch_message, relay, session_changed, session_group
+from rtvi_monitor.relay import batch_message, relay, session_group, sessions_updated
 
 if TYPE_CHECKING:
     from rtvi_monitor.registry import LiveSession
@@ -37,14 +38,39 @@ SUMMARIES_PER_FLUSH = 10
 UNAVAILABLE = (OperationalError, InterfaceError)  # the database itself, not the data: hold and retry
 
 
-class Writer:
-    """Batches rows into one INSERT per flush; then folds them into the state, acks bots and relays."""
+def _update_sql(fields: list[str], where: str) -> str:
+    """UPDATE of Session columns, as raw SQL (the ORM cost more than the statement on every flush)."""
+    quote = connection.ops.quote_name
+    sets = ", ".join(f"{quote(Session._meta.get_field(f).column)} = %s" for f in fields)
+    where = where.format(pk=quote(Session._meta.pk.column))
+    return f"UPDATE {quote(Session._meta.db_table)} SET {sets} WHERE {where}"
 
-    INSERT = (
+
+def _db_values(names: list[str], values: dict) -> list:
+    """Column values as the ORM would send them (dates, JSON), each through its model field."""
+    return [Session._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
+
+
+def _insert_sql(rows: int) -> str:
+    """One INSERT of `rows` events (multi-row VALUES), stored once per (session, seq)."""
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    return (
         f"INSERT INTO {Event._meta.db_table} "
         "(session_id, seq, direction, type, received_at, sent_at, message, valid, error) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, seq) DO NOTHING"
+        f"VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING"
     )
+
+
+def _rows_per_insert() -> int:
+    """How many events one INSERT may carry: the database's limit on parameters (9 a row), at most 1,000 rows."""
+    limit = connection.features.max_query_params or 9_000
+    if connection.vendor == "sqlite" and hasattr(connection.connection, "getlimit"):
+        limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # Django assumes 999
+    return max(1, min(1_000, limit // 9))
+
+
+class Writer:
+    """Batches rows into one INSERT per flush; then folds them into the state, acks bots and relays."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
@@ -158,7 +184,7 @@ class Writer:
             with transaction.atomic():
                 if batch:
                     cls._insert(batch, last_event_at)
-                cls._summaries_alone(fields)  # each in its own savepoint: one refused never rejects the batch
+                cls._summaries(fields)  # in a savepoint: a refused one never rejects the batch
             escaped = 0
         except UNAVAILABLE:
             raise
@@ -195,6 +221,23 @@ class Writer:
                 logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
         return escaped
 
+    @classmethod
+    def _summaries(cls, fields: dict[int, dict]) -> None:
+        """The due summaries in one statement (executemany), in a savepoint; one by one if the database refuses it."""
+        if not fields:
+            return
+        names = list(next(iter(fields.values())))
+        if any(list(values) != names for values in fields.values()):
+            return cls._summaries_alone(fields)
+        params = [[*_db_values(names, values), pk] for pk, values in fields.items()]
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.executemany(_update_sql(names, "{pk} = %s"), params)
+        except UNAVAILABLE:
+            raise
+        except Exception:
+            cls._summaries_alone(fields)  # find the one refused; the others go through
+
     @staticmethod
     def _summaries_alone(fields: dict[int, dict]) -> None:
         for pk, values in fields.items():
@@ -209,9 +252,23 @@ class Writer:
 
     @classmethod
     def _insert(cls, rows: list[Row], last_event_at) -> None:
+        """The rows in as few statements as the database allows, and their sessions' last_event_at.
+
+        One multi-row INSERT, not executemany: the sqlite3 driver lets go of
+        the GIL for every row of an executemany, and under load each time
+        waited up to a switch interval (5 ms) to get it back from the busy
+        event loop: 150 rows made a 0.25-0.75 s flush (docs/BENCHMARKS.md, issue 15).
+        """
+        pks = sorted({row.live.pk for row in rows})
         with connection.cursor() as cursor:
-            cursor.executemany(cls.INSERT, [row.as_params() for row in rows])
-        Session.objects.filter(pk__in={row.live.pk for row in rows}).update(last_event_at=last_event_at)
+            size = _rows_per_insert()
+            for start in range(0, len(rows), size):
+                chunk = rows[start : start + size]
+                cursor.execute(_insert_sql(len(chunk)), [p for row in chunk for p in row.as_params()])
+            cursor.execute(
+                _update_sql(["last_event_at"], "{pk} IN (" + ", ".join(["%s"] * len(pks)) + ")"),
+                [*_db_values(["last_event_at"], {"last_event_at": last_event_at}), *pks],
+            )
 
     async def _after_store(
         self, batch: list[Row], sessions: dict[int, tuple["LiveSession", int]], changed: list[Session]
@@ -236,8 +293,8 @@ class Writer:
             live, version_from = sessions[pk]
             events.sort(key=lambda e: e["seq"])
             await relay(session_group(pk), batch_message(live, events, version_from))
-        for session in changed:
-            await session_changed(session, "updated")
+        if changed:
+            await sessions_updated(changed)  # one relay per organization, not one per session
         for live, _ in sessions.values():
             if live.state.fatal and not live.ended:
                 try:

@@ -20,8 +20,12 @@ def wrap(seq: int, message: dict, direction: str = "to-client", sent_at: float =
     return {"seq": seq, "direction": direction, "sent_at": sent_at, "message": message}
 
 
-def bot_socket(session_id: str, token: str | None, agent: str | None = None) -> WebsocketCommunicator:
-    path = f"/ws/ingest/{session_id}/" + (f"?agent={agent}" if agent else "")
+def bot_socket(
+    session_id: str, token: str | None, agent: str | None = None, acks: str | None = None
+) -> WebsocketCommunicator:
+    """A bot's socket; acks="ranges" asks for ranged acks, as the bot package does."""
+    query = "&".join(f"{k}={v}" for k, v in (("agent", agent), ("acks", acks)) if v)
+    path = f"/ws/ingest/{session_id}/" + (f"?{query}" if query else "")
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
     return WebsocketCommunicator(application, path, headers=headers)
 

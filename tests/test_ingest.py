@@ -25,8 +25,8 @@ def session(session_id="s1"):
     return Session.objects.get(session_id=session_id)
 
 
-async def connect(session_id, token, agent=None):
-    socket = bot_socket(session_id, token, agent)
+async def connect(session_id, token, agent=None, acks=None):
+    socket = bot_socket(session_id, token, agent, acks)
     connected, _ = await socket.connect()
     assert connected
     return socket
@@ -106,6 +106,33 @@ async def test_a_batch_is_acknowledged_message_by_message(org, ingest_token):
     acks = [await receive(socket) for _ in range(5)]
     assert acks == [{"ack": i} for i in range(1, 6)]
     assert [e.seq for e in await stored()] == [1, 2, 3, 4, 5]
+    await socket.disconnect()
+
+
+async def test_a_bot_that_asks_for_ranged_acks_gets_one_ack_frame_per_write(org, ingest_token):
+    """?acks=ranges: the stored messages of one write in one {"acks": [[first, last], ...]} frame; the rest as ever."""
+    socket = await connect("s1", ingest_token, acks="ranges")
+    frames = [wrap(i, rtvi("bot-llm-text", {"text": f" {i}"})) for i in range(1, 9)]
+    frames[3] = wrap(4, rtvi("bot-llm-text", {"text": 5}))  # invalid: stored as such, answered with an error
+    frames[5] = wrap(6, rtvi("x-custom", {}))  # unknown type: stored, acked with a warning
+    await send(socket, {"batch": frames})
+    replies = [await receive(socket) for _ in range(3)]
+    assert await socket.receive_nothing(0.3)  # nothing more: not one frame per message
+    acks = [r for r in replies if "acks" in r]
+    assert acks == [{"acks": [[1, 3], [5, 5], [7, 8]]}]
+    assert {r.get("seq") for r in replies if "error" in r} == {4}
+    assert [r["ack"] for r in replies if "warning" in r] == [6]
+    assert [e.seq for e in await stored()] == list(range(1, 9))  # an ack means stored
+    await send(socket, wrap(2, rtvi("bot-llm-text", {"text": " 2"})))  # a resend of a stored message
+    assert await receive(socket) == {"acks": [[2, 2]]}
+    await socket.disconnect()
+
+
+async def test_a_bot_that_does_not_ask_for_ranged_acks_gets_one_ack_per_message(org, ingest_token):
+    """Bots from before ranged acks (and any query they send the dashboard does not know) are answered as ever."""
+    socket = await connect("s1", ingest_token, acks="something-else")
+    await send(socket, {"batch": [wrap(i, rtvi("bot-llm-text", {"text": f" {i}"})) for i in range(1, 4)]})
+    assert [await receive(socket) for _ in range(3)] == [{"ack": 1}, {"ack": 2}, {"ack": 3}]
     await socket.disconnect()
 
 

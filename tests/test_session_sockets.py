@@ -233,6 +233,26 @@ async def test_the_session_list_socket_streams_started_updated_and_ended(ingest_
     await watcher.disconnect()
 
 
+async def test_sessions_summarised_in_one_write_reach_the_list_each_in_its_own_frame(ingest_token, staff_cookie):
+    """The writer relays one flush's summaries to an organization's list at once; the page still gets a frame each."""
+    watcher, _, _ = await open_browser("/ws/sessions/", staff_cookie)
+    await receive(watcher)
+    bots = [await start_bot(ingest_token, f"call-{n}") for n in (1, 2, 3)]
+    await receive_until(watcher, lambda f: f["type"] == "started" and f["session"]["id"] == "call-3")
+    for count, bot in enumerate(bots, start=1):  # in one frame each, so in the same write
+        await send(bot, {"batch": [wrap(i, token_message(i)) for i in range(1, count + 1)]})
+    counts = {}
+    while len(counts) < 3 or sorted(counts.values()) != [1, 2, 3]:
+        frame = await receive(watcher)
+        assert set(frame) == {"type", "session"}
+        if frame["type"] == "updated":
+            counts[frame["session"]["id"]] = frame["session"]["event_count"]
+    assert counts == {"call-1": 1, "call-2": 2, "call-3": 3}
+    await watcher.disconnect()
+    for bot in bots:
+        await bot.disconnect()
+
+
 async def test_the_session_list_socket_lists_live_sessions_on_connect(ingest_token, staff_cookie):
     bot = await start_bot(ingest_token, "call-1", count=1)
     watcher, _, _ = await open_browser("/ws/sessions/", staff_cookie)

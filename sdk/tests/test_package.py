@@ -1,7 +1,9 @@
 """The bot package on its own, as a bot installs it: no Django, no server code.
 
 A small ingest endpoint made with `websockets` stands in for the dashboard
-(acknowledging like it: {"ack": seq} once stored); the dashboard's own test
+(acknowledging like it once stored: {"acks": [[first, last], ...]} a frame
+when the bot asks for ranged acks, else {"ack": seq} a message, as dashboards
+before ranged acks do); the dashboard's own test
 suite streams into the real server (tests/test_bot_client.py,
 tests/test_pipecat_integration.py).
 """
@@ -15,7 +17,7 @@ import pytest
 import rtvi_dashboard
 import websockets
 from rtvi_dashboard import DashboardClient
-from rtvi_dashboard.wire import CLOSE_BAD_TOKEN
+from rtvi_dashboard.wire import CLOSE_BAD_TOKEN, ack_ranges, valid_range
 
 
 class Endpoint:
@@ -27,6 +29,8 @@ class Endpoint:
         self.tokens: list[str] = []
         self.drop_after: int | None = None  # close the connection after this many frames
         self.refuse = False
+        self.knows_ranges = True  # False: a dashboard from before ranged acks (ignores ?acks=ranges)
+        self.replies: list[dict] = []
 
     async def handle(self, socket):
         self.paths.append(socket.request.path)
@@ -34,13 +38,18 @@ class Endpoint:
         if self.refuse:
             await socket.close(CLOSE_BAD_TOKEN)
             return
+        ranged = self.knows_ranges and socket.request.path.endswith("acks=ranges")
         frames = 0
         async for text in socket:
             frames += 1
             frame = json.loads(text)
-            for item in frame["batch"] if "batch" in frame else [frame]:
+            items = frame["batch"] if "batch" in frame else [frame]
+            for item in items:
                 self.stored.setdefault(item["seq"], item)
-                await socket.send(json.dumps({"ack": item["seq"]}))
+            replies = [{"acks": ack_ranges(i["seq"] for i in items)}] if ranged else [{"ack": i["seq"]} for i in items]
+            for reply in replies:
+                self.replies.append(reply)
+                await socket.send(json.dumps(reply))
             if self.drop_after is not None and frames >= self.drop_after:
                 self.drop_after = None
                 await socket.close()
@@ -79,8 +88,41 @@ async def test_every_message_is_numbered_sent_and_acknowledged(endpoint):
     assert sorted(endpoint.stored) == list(range(1, 52))
     assert [endpoint.stored[i]["message"]["data"]["text"] for i in range(1, 51)] == [f" {i}" for i in range(50)]
     assert endpoint.stored[51]["direction"] == "from-client"
-    assert endpoint.paths[0] == "/ws/ingest/call-1/?agent=agent-7" and endpoint.tokens[0] == "Bearer it_secret"
+    assert endpoint.paths[0] == "/ws/ingest/call-1/?agent=agent-7&acks=ranges"
+    assert endpoint.tokens[0] == "Bearer it_secret"
     assert client.stats["acked"] == client.stats["sent"] == 51 and client.stats["dropped"] == 0
+    # Ranged acks: a frame per write of the endpoint (here, per frame of the client), not per message.
+    assert all("acks" in reply for reply in endpoint.replies) and len(endpoint.replies) < 51
+
+
+async def test_a_dashboard_that_acks_each_message_works_as_before(endpoint):
+    endpoint.knows_ranges = False
+    client = DashboardClient(endpoint.url, "it_secret", "call-old")
+    client.start()
+    for i in range(40):
+        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+    assert await client.flush(5)
+    await client.close()
+    assert sorted(endpoint.stored) == list(range(1, 41)) and client.stats["acked"] == 40
+    assert endpoint.replies == [{"ack": seq} for seq in range(1, 41)]
+
+
+def test_ack_ranges_are_the_fewest_runs_and_checked():
+    assert ack_ranges([5, 1, 2, 3, 7, 3]) == [[1, 3], [5, 5], [7, 7]]
+    assert ack_ranges([]) == []
+    assert valid_range([1, 2**53 - 1]) and valid_range([4, 4])
+    for bad in ([2, 1], [0, 3], [1], [1, 2, 3], [True, 2], [1.0, 2], "1-2", [1, 2**53]):
+        assert not valid_range(bad)
+
+
+async def test_a_ranged_ack_acknowledges_only_what_it_covers():
+    """A run wider than the buffer (or nonsense) costs nothing and acks only seqs inside it."""
+    client = DashboardClient("ws://127.0.0.1:9", "it_x", "call-ranges")
+    for i in range(10):
+        client.send(rtvi("bot-llm-text", {"text": str(i)}))
+    client._acknowledge_ranges([[2, 3], [9, 2**53 - 1], [5, 4], "x", [7, 7.5]])
+    assert sorted(client._unacked) == [1, 4, 5, 6, 7, 8]
+    assert client.stats["acked"] == 4
 
 
 async def test_a_lost_connection_loses_nothing(endpoint):
@@ -139,7 +181,7 @@ async def test_the_processor_is_configured_from_the_environment(monkeypatch):
     monkeypatch.setenv("RTVI_DASHBOARD_AGENT_ID", "agent-env")
     monkeypatch.delenv("RTVI_DASHBOARD_SESSION_ID", raising=False)
     rtvi = DashboardRTVIProcessor(session_id="runner-session")
-    assert rtvi.dashboard.url == "wss://dashboard.example.com/ws/ingest/runner-session/?agent=agent-env"
+    assert rtvi.dashboard.url == "wss://dashboard.example.com/ws/ingest/runner-session/?agent=agent-env&acks=ranges"
     assert rtvi.dashboard.token == "it_env"
     assert len(DashboardRTVIProcessor().dashboard.session_id) == 32  # nobody said: a new UUID
 

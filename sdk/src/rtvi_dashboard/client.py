@@ -7,7 +7,9 @@
     await client.close()                 # waits (bounded) for the last acks
 
 Every message gets a sequence number and waits in a bounded buffer until the
-dashboard acknowledges that it is stored. On a lost connection the client
+dashboard acknowledges that it is stored (it asks for ranged acks, `?acks=ranges`:
+one {"acks": [[first, last], ...]} frame per dashboard write, rather than a
+frame per message; older dashboards ack each message). On a lost connection the client
 reconnects with jittered backoff and resends whatever was not acknowledged;
 the dashboard stores each (session, seq) once, so nothing is lost or doubled.
 When the buffer is full the oldest messages are dropped (and counted): a bot
@@ -25,10 +27,17 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import websockets
-from rtvi_dashboard.wire import CLOSE_TOO_BIG, FATAL_CLOSE_CODES, MAX_FRAME_BYTES
+from rtvi_dashboard.wire import (
+    ACKS_PARAM,
+    ACKS_RANGES,
+    CLOSE_TOO_BIG,
+    FATAL_CLOSE_CODES,
+    MAX_FRAME_BYTES,
+    valid_range,
+)
 
 logger = logging.getLogger("rtvi_dashboard.client")
 
@@ -47,7 +56,11 @@ class DashboardClient:
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ):
         base = url.rstrip("/")
-        self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/" + (f"?agent={quote(agent_id)}" if agent_id else "")
+        # Ranged acks: one frame per dashboard write instead of one per message (a server
+        # that does not know them ignores the parameter and acks each message).
+        query = {"agent": agent_id} if agent_id else {}
+        query[ACKS_PARAM] = ACKS_RANGES
+        self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/?{urlencode(query, quote_via=quote)}"
         self.token = token
         self.session_id = session_id
         self.max_buffer = max_buffer
@@ -241,7 +254,9 @@ class DashboardClient:
                 continue
             if not isinstance(reply, dict):
                 continue
-            if "ack" in reply:
+            if "acks" in reply:
+                self._acknowledge_ranges(reply["acks"])
+            elif "ack" in reply:
                 if self._unacked.pop(reply["ack"], None) is not None:
                     self.stats["acked"] += 1
             elif "error" in reply:
@@ -260,3 +275,20 @@ class DashboardClient:
                     logger.warning("The dashboard answered: %s", reply["error"])
             if not self._unacked:
                 self._idle.set()
+
+    def _acknowledge_ranges(self, runs) -> None:
+        """{"acks": [[first, last], ...]}: every seq in those runs is stored."""
+        if not isinstance(runs, list):
+            return
+        for run in runs:
+            if not valid_range(run):
+                continue
+            first, last = run
+            if last - first >= len(self._unacked):
+                # A run wider than what we hold: walk what we hold, not the run.
+                seqs = [seq for seq in self._unacked if first <= seq <= last]
+            else:
+                seqs = range(first, last + 1)
+            for seq in seqs:
+                if self._unacked.pop(seq, None) is not None:
+                    self.stats["acked"] += 1

@@ -21,3 +21,33 @@ FATAL_CLOSE_CODES = frozenset({CLOSE_BAD_REQUEST, CLOSE_BAD_TOKEN, CLOSE_FORBIDD
 
 MAX_FRAME_BYTES = 256 * 1024  # the server's INGEST_MAX_FRAME_BYTES default
 MAX_SEQ = 2**53 - 1  # the largest integer a browser's JSON keeps exactly
+
+# Ranged acknowledgements. A bot that connects with `?acks=ranges` is sent,
+# once per write of the dashboard, one frame {"acks": [[first, last], ...]}
+# for every message of that write that is stored with nothing more to say,
+# instead of one {"ack": n} frame per message (a frame per message was a
+# large share of a busy server's time). Warnings and errors still come as
+# their own frames. A bot that does not ask keeps getting {"ack": n}.
+ACKS_PARAM = "acks"
+ACKS_RANGES = "ranges"
+
+
+def ack_ranges(seqs) -> list[list[int]]:
+    """Seqs as the fewest [first, last] runs, ascending: [1, 2, 3, 7] -> [[1, 3], [7, 7]]."""
+    runs: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def valid_range(run) -> bool:
+    """A [first, last] pair of seqs, first <= last, as a bot may trust it."""
+    return (
+        isinstance(run, list)
+        and len(run) == 2
+        and all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SEQ for s in run)
+        and run[0] <= run[1]
+    )
