@@ -107,6 +107,15 @@ class Freshness:
     def age_seconds(self) -> float | None:
         return time.time() - self.fetched_at if self.fetched_at else None
 
+    def freshness_json(self) -> dict:
+        """How fresh the answer is, and what went wrong since, as the JSON APIs say it."""
+        return {
+            "fetchedAt": self.fetched_datetime.isoformat() if self.fetched_at else None,
+            "ageSeconds": round(self.age_seconds, 3) if self.fetched_at else None,
+            "stale": self.stale,
+            "error": self.error or None,
+        }
+
 
 @dataclass(frozen=True)
 class AgentList(Freshness):
@@ -122,10 +131,6 @@ class AgentList(Freshness):
         """The agents whose name or id contains `query` (any case); all of them for an empty query."""
         needle = query.strip().lower()
         return [a for a in self.agents if needle in a.name.lower() or needle in a.id] if needle else list(self.agents)
-
-    def name_of(self, agent_id: str) -> str:
-        """The agent's name, or its id when the list does not have it."""
-        return next((a.name for a in self.agents if a.id == agent_id), agent_id)
 
     def find(self, agent_id: str) -> AgentRecord | None:
         return next((agent for agent in self.agents if agent.id == agent_id), None)

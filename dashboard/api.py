@@ -107,9 +107,6 @@ async def agents_json(request):
     return StrictJsonResponse(
         {
             "agents": [{**agent_json(a, include), "status": a.status, "region": a.region} for a in listing.agents],
-            "fetchedAt": listing.fetched_datetime.isoformat() if listing.fetched_at else None,
-            "ageSeconds": round(listing.age_seconds, 3) if listing.fetched_at else None,
-            "stale": listing.stale,
-            "error": listing.error or None,
+            **listing.freshness_json(),
         }
     )

@@ -440,9 +440,9 @@ def agent_logs(request, agent):
     errors, newest first (order=asc for oldest first). Filters: deploymentId,
     sessionId, startTime/endTime (Unix seconds, on when the dashboard
     received the line), query (case-insensitive text of the line). The total
-    is exact. Rows are read through the partial index event_log_idx (log
-    types, by received_at), so a page is one indexed query whatever the
-    number of lines; a query is matched on each line as the API shows it
+    is exact (a search's, up to SCAN_MAX lines). Rows are read through the
+    partial index event_log_idx (log types, by session and time), so a page
+    costs the agent's own lines, not every organization's; a query is matched on each line as the API shows it
     (level included), reading the filtered rows in chunks.
     """
     limit, offset = page_params(request)

@@ -210,16 +210,6 @@ def log_json(line) -> dict:
     return {"log": line.text, "timestamp": line.timestamp_raw, "level": line.level}
 
 
-def fetched_json(fetched) -> dict:
-    """How fresh an answer of the agents API is, and what went wrong since."""
-    return {
-        "fetchedAt": fetched.fetched_datetime.isoformat() if fetched.fetched_at else None,
-        "ageSeconds": round(fetched.age_seconds, 3) if fetched.fetched_at else None,
-        "stale": fetched.stale,
-        "error": fetched.error or None,
-    }
-
-
 async def session_platform(organization, session: Session) -> dict | None:
     """What the agents API says of this session: its record and log lines; None when it does not know it.
 
@@ -245,7 +235,7 @@ async def session_platform(organization, session: Session) -> dict | None:
     return {
         "agentName": name,
         "session": session_json(record.value) if record.value else None,
-        **fetched_json(record),
+        **record.freshness_json(),
         "logs": [log_json(line) for line in logs.value.logs] if logs.value else [],
         "logsTotal": logs.value.total if logs.value else None,
         "logsError": logs.error or None,

@@ -1,4 +1,5 @@
-"""Pages of the agents side. Each view: decorators, one service call, render."""
+"""Pages of the agents side: decorators, the agents services' calls (cached, never raising), the dashboard's
+own figures, render."""
 
 import asyncio
 import json
@@ -233,7 +234,7 @@ async def agent_detail(request, agent_id):
         )
         ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now)
         page = sessions_page.value
-        more_sessions = page is not None and params.sessions_offset + len(page.sessions) < page.total_count
+        more_sessions = page is not None and page.next_offset is not None
         more_logs = logs.value is not None and logs.value.next_offset is not None
         context.update(
             ours,

@@ -115,7 +115,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def connect(self):
         await self.accept()
-        self.ranged_acks = _query(self.scope).get(ACKS_PARAM) == ACKS_RANGES
+        query = _query(self.scope)
+        self.ranged_acks = query.get(ACKS_PARAM) == ACKS_RANGES
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
             return await self.fail(SESSION_ID_RULE, CLOSE_BAD_REQUEST)
@@ -136,7 +137,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         registry.per_token[credential.pk] = held + 1
         registry.connecting += 1
         try:
-            session, event, warning = await open_ingest(credential, session_id, _query(self.scope).get("agent"))
+            session, event, warning = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
             self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
             self.bytes = TokenBucket(settings.INGEST_RATE_BYTES, settings.INGEST_RATE_BURST_SECONDS)
@@ -387,6 +388,6 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         pass
 
     async def session_list(self, message):
-        # One session, or several ("updated" from one flush of the writer): a frame each.
-        for row in message["sessions"] if "sessions" in message else [message["session"]]:
+        # The sessions of one event (several "updated" from one flush of the writer): a frame each.
+        for row in message["sessions"]:
             await self.send(text_data=relay.to_json({"type": message["event"], "session": row}))

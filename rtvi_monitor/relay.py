@@ -61,7 +61,7 @@ async def session_changed(session: Session, event: str) -> None:
     row = session.row()
     if event in ("started", "away", "back", "ended"):
         await relay(session_group(session.pk), {"type": "session.changed", "event": event, "session": row})
-    await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "session": row})
+    await relay(org_group(session.organization_id), {"type": "session.list", "event": event, "sessions": [row]})
 
 
 async def sessions_updated(sessions: list[Session]) -> None:

@@ -226,9 +226,7 @@ class Writer:
         """The due summaries in one statement (executemany), in a savepoint; one by one if the database refuses it."""
         if not fields:
             return
-        names = list(next(iter(fields.values())))
-        if any(list(values) != names for values in fields.values()):
-            return cls._summaries_alone(fields)
+        names = list(next(iter(fields.values())))  # every summary has summary_fields()'s keys, in its order
         params = [[*_db_values(names, values), pk] for pk, values in fields.items()]
         try:
             with transaction.atomic(), connection.cursor() as cursor:

@@ -62,6 +62,31 @@ def other_org(db):
     return Organization.objects.create(name="Globex Voice")
 
 
+@pytest.fixture
+def organization():
+    """An organization whose agents API is the faked Pipecat Cloud (tests/agents_samples.py).
+
+    Unsaved: the agents services need only its id and its agents API settings.
+    """
+    from tests.agents_samples import BASE, KEY
+
+    return Organization(name="Acme", agents_api_base_url=BASE, agents_api_key=KEY)
+
+
+def overflow(page, width: int) -> dict:
+    """How wide the page is, and the elements that first poke out of a `width` screen (for the failure message)."""
+    return page.evaluate(
+        """(width) => ({
+            scrollWidth: document.documentElement.scrollWidth,
+            outside: [...document.querySelectorAll('body *')]
+                .filter((e) => e.getBoundingClientRect().right > width + 0.5
+                    && e.parentElement.getBoundingClientRect().right <= width + 0.5)
+                .slice(0, 8).map((e) => `${e.tagName.toLowerCase()}.${e.className}#${e.id}`),
+        })""",
+        width,
+    )
+
+
 def make_agent(organization, name, *, deleted=False, manifest=None):
     agent = Agent.objects.create(organization=organization, name=name)
     deployment = Deployment.objects.create(agent=agent, image=f"img/{name}:1", manifest=manifest or {"image": name})

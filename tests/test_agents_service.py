@@ -24,12 +24,6 @@ from tests.agents_samples import (
 )
 
 
-@pytest.fixture
-def organization():
-    # Unsaved: the service needs only its id and its agents API settings.
-    return Organization(name="Acme", agents_api_base_url=BASE, agents_api_key=KEY)
-
-
 @pytest.fixture(autouse=True)
 def _fast(fast_retries):
     fast_retries.AGENTS_CACHE_TTL = 60

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import SCREENSHOTS, log_in
+from tests.conftest import SCREENSHOTS, log_in, overflow
 
 pytestmark = pytest.mark.browser
 
@@ -132,19 +132,6 @@ def submit_logs_form(page, query: str, log_session: str) -> None:
     with page.expect_navigation():
         form.locator("button[type=submit]").click()
     page.wait_for_selector("[data-testid=log-lines]")
-
-
-def page_width(page) -> dict:
-    """The document's width, and the first elements that poke out of the screen (for the failure message)."""
-    return page.evaluate(
-        """(width) => ({
-            scrollWidth: document.documentElement.scrollWidth,
-            outside: [...document.querySelectorAll('body *')]
-                .filter((e) => e.getBoundingClientRect().right > width + 0.5 && e.parentElement.getBoundingClientRect().right <= width + 0.5)
-                .slice(0, 8).map((e) => `${e.tagName.toLowerCase()}.${e.className}#${e.id}`),
-        })""",
-        PHONE["width"],
-    )
 
 
 def test_the_agent_page_shows_the_platform_view_of_its_sessions_and_logs(browser, platform_server):
@@ -281,7 +268,7 @@ def test_the_agent_page_fits_a_390_px_screen(browser, platform_server):
             page.goto(f"{server.url}{path}")
             page.wait_for_selector(ready)
             page.wait_for_load_state("load")
-            measured = page_width(page)
+            measured = overflow(page, PHONE["width"])
             assert measured["scrollWidth"] <= PHONE["width"], (
                 f"{path} is {measured['scrollWidth']} px wide: {measured['outside']}"
             )

@@ -13,7 +13,7 @@ import uuid
 import pytest
 import websockets.sync.client as ws
 
-from tests.conftest import log_in
+from tests.conftest import log_in, overflow
 from tests.sockets import rtvi, wrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -78,21 +78,8 @@ def operator_data():
         server.stop()
 
 
-def overflow(page) -> dict:
-    """How wide the page is, and the elements that first poke out of the screen (for the failure message)."""
-    return page.evaluate(
-        """(width) => ({
-            scrollWidth: document.documentElement.scrollWidth,
-            outside: [...document.querySelectorAll('body *')]
-                .filter((e) => e.getBoundingClientRect().right > width + 0.5 && e.parentElement.getBoundingClientRect().right <= width + 0.5)
-                .slice(0, 8).map((e) => `${e.tagName.toLowerCase()}.${e.className}#${e.id}`),
-        })""",
-        WIDTH,
-    )
-
-
 def assert_fits(page, path):
-    measured = overflow(page)
+    measured = overflow(page, WIDTH)
     assert measured["scrollWidth"] <= WIDTH, f"{path} is {measured['scrollWidth']} px wide: {measured['outside']}"
 
 

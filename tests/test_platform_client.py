@@ -35,12 +35,6 @@ AGENT_URL = f"{BASE}/agents/{AGENT_NAME}"
 SESSION_ID = WARM_COMPLETED_SESSION["sessionId"]
 
 
-@pytest.fixture
-def organization():
-    # Unsaved: the service needs only its id and its agents API settings.
-    return Organization(name="Acme", agents_api_base_url=BASE, agents_api_key=KEY)
-
-
 @pytest.fixture(autouse=True)
 def _fast(fast_retries):
     fast_retries.PLATFORM_CACHE_TTL = 60
