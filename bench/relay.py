@@ -26,7 +26,8 @@ start to the last receipt.
 be the bot package's DashboardClient (its batching: one frame per 50 ms),
 paced only. --baseline DIR adds a target "baseline": the dashboard run from
 another checkout (its own code and bot package), to compare two builds in
-one run. After each rate the dashboard's throughput is given as a share of
+one run. --timeline prints each run's latency second by second from the
+start of the clock (where in the run the tail is). After each rate the dashboard's throughput is given as a share of
 the plain relay's and of the stock Channels relay's measured in the same run.
 """
 
@@ -97,6 +98,7 @@ WINDOW = 500  # --unpaced: messages a bot may have unacknowledged by the dashboa
 class Viewer:
     seqs: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    received_at: list[float] = field(default_factory=list)  # when each latency was taken (--timeline)
     resyncs: int = 0
     last_at: float = 0.0  # when it last received a message
 
@@ -277,7 +279,8 @@ async def generate(
         async with websockets.connect(
             f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None
         ) as socket:
-            ready.set()
+            if not dashboard:
+                ready.set()  # the relays send nothing until a bot does
             while True:
                 try:
                     raw = await asyncio.wait_for(socket.recv(), 1)
@@ -289,10 +292,12 @@ async def generate(
                 frame = json.loads(raw)
                 if frame.get("type") == "snapshot":
                     stats.seqs.extend(e["seq"] for e in frame["events"])  # what it had missed: no latency
+                    ready.set()  # a page watches once it has its snapshot; the clock starts when all do
                 elif "events" in frame:  # a batch (the dashboard: the reducer's patch and the stored events)
                     for event in frame["events"]:
                         if event.get("sent_at"):
                             stats.latencies.append(now - event["sent_at"])
+                            stats.received_at.append(now)
                         stats.seqs.append(event["seq"])
                     stats.last_at = now
                     # Acknowledge as the dashboard's page does: every 200 versions or half second.
@@ -305,6 +310,7 @@ async def generate(
                     await socket.send(json.dumps({"snapshot": True}))
                 elif "seq" in frame:  # the bare and plain relays forward the bot's frame as is
                     stats.latencies.append(now - frame["sent_at"])
+                    stats.received_at.append(now)
                     stats.seqs.append(frame["seq"])
                     stats.last_at = now
 
@@ -323,13 +329,10 @@ async def generate(
             client.send(message(seq + index))
         return client
 
-    async def bot(index: int, url: str, session_id: str):
+    async def bot(index: int, session_id: str):
         if session_id in clients:
             return await client_bot(index, session_id)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with websockets.connect(
-            f"{url}/ws/ingest/{session_id}/{query}", additional_headers=headers, max_queue=None
-        ) as socket:
+        async with sockets[session_id] as socket:
             acked = [0]  # messages acknowledged (by the dashboard; the relays send nothing)
             window = asyncio.Event()
 
@@ -359,35 +362,38 @@ async def generate(
                 await socket.send(json.dumps(frame))
             return drainer, socket
 
-    readies, tasks = [], []
-    for i in indices:
-        session_id = f"bench-{tag}-{i}"
-        hello_message = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}
+    hello_message = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}
+    sockets = {}  # each bot's connection, open (and, on the dashboard, its session open) before the clock starts
+    attach_ms: list[float] = []
+
+    async def attach(i: int, session_id: str):
+        """A bot connects; on the dashboard it says hello (seq 1) and waits for the ack: its session is open."""
+        url = urls[i % len(urls)]
+        begun = time.monotonic()
         if info["client"]:
             # The bot package's client, whose first message (seq 1) is the hello.
             from rtvi_dashboard import DashboardClient
 
-            client = clients[session_id] = DashboardClient(urls[i % len(urls)], token, session_id)
+            client = clients[session_id] = DashboardClient(url, token, session_id)
             client.start()
             client.send(hello_message)
-            assert await client.flush(30), f"{session_id}: the hello was not acknowledged"
-        elif dashboard:
-            # A browser may watch only a session that exists: the bot says hello first.
-            headers = {"Authorization": f"Bearer {token}"}
-            async with websockets.connect(
-                f"{urls[i % len(urls)]}/ws/ingest/{session_id}/", additional_headers=headers
-            ) as hello:
-                await hello.send(
-                    json.dumps(
-                        {
-                            "seq": 1,
-                            "direction": "to-client",
-                            "sent_at": time.time(),
-                            "message": hello_message,
-                        }
-                    )
-                )
-                await hello.recv()
+            assert await client.flush(60), f"{session_id}: the hello was not acknowledged"
+        else:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            socket = sockets[session_id] = await websockets.connect(
+                f"{url}/ws/ingest/{session_id}/{query}", additional_headers=headers, max_queue=None, open_timeout=60
+            )
+            if dashboard:  # a browser may watch only a session that exists
+                hello = {"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": hello_message}
+                await socket.send(json.dumps(hello))
+                await socket.recv()
+        attach_ms.append((time.monotonic() - begun) * 1000)
+
+    # Every bot at once, as after a restart or a deploy; timed, then the paced run starts from attached bots.
+    await asyncio.gather(*(attach(i, f"bench-{tag}-{i}") for i in indices))
+    readies, tasks = [], []
+    for i in indices:
+        session_id = f"bench-{tag}-{i}"
         for v in range(viewers):
             stats = Viewer()
             viewer_stats.append(stats)
@@ -396,7 +402,7 @@ async def generate(
             # Browsers of one session on every process, round robin: scale-out must deliver across them.
             tasks.append(asyncio.create_task(view(urls[(i + v) % len(urls)], session_id, stats, ready)))
     await asyncio.gather(*(r.wait() for r in readies))
-    bot_tasks = [asyncio.create_task(bot(i, urls[i % len(urls)], f"bench-{tag}-{i}")) for i in indices]
+    bot_tasks = [asyncio.create_task(bot(i, f"bench-{tag}-{i}")) for i in indices]
     await asyncio.to_thread(started.wait)
     cpu_start = time.process_time()
     go_at = time.time()
@@ -428,11 +434,13 @@ async def generate(
         gaps += sum(1 for a, b in itertools.pairwise(got) if b != a + 1)
     return {
         "latencies": [x for v in viewer_stats for x in v.latencies],
+        "received_at": [x for v in viewer_stats for x in v.received_at],
         "received": sum(len(set(v.seqs) & expected) for v in viewer_stats),
         "gaps": gaps,
         "resyncs": sum(v.resyncs for v in viewer_stats),
         "load_cpu": load_cpu,
         "go_at": go_at,
+        "attach_ms": attach_ms,
         "last_at": max((v.last_at for v in viewer_stats), default=go_at),
     }
 
@@ -485,6 +493,7 @@ def run_load(
 
     per_bot = int(rate * seconds)
     latencies = [x for r in results for x in r["latencies"]]
+    attach_ms = [x for r in results for x in r["attach_ms"]]
     received = sum(r["received"] for r in results)
     sent_total = bots * per_bot
     stored = target.stored([f"bench-{tag}-{i}" for i in range(bots)])
@@ -503,7 +512,22 @@ def run_load(
         "peak_mb": sum(proc_peak_mb(p) for p in pids),
         "stored": None if stored is None else stored - (bots if info["dashboard"] else 0),
         "sent": sent_total,
+        "attach_p50_ms": percentile(attach_ms, 50),
+        "attach_max_ms": max(attach_ms, default=float("nan")),
+        "timeline": timeline(results),
     }
+
+
+def timeline(results: list[dict], step: float = 1.0) -> list[tuple[float, int, float, float, float]]:
+    """Latency by when it was received, in steps from the start of the clock: (from s, count, p50, p99, max ms)."""
+    go_at = min(r["go_at"] for r in results)
+    steps: dict[int, list[float]] = {}
+    for r in results:
+        for at, latency in zip(r["received_at"], r["latencies"], strict=True):
+            steps.setdefault(int((at - go_at) // step), []).append(latency * 1000)
+    return [
+        (k * step, len(v), percentile(v, 50), percentile(v, 99), max(v)) for k, v in sorted(steps.items()) if k >= 0
+    ]
 
 
 def row(r: dict) -> str:
@@ -511,13 +535,14 @@ def row(r: dict) -> str:
     return (
         f"| {r['target']} | {r['offered']:.0f} | {r['delivered_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
         f"{r['lost']} | {r['gaps']} | {r['resyncs']} | {r['cpu_pct']:.0f}% | {r['peak_mb']:.0f} | {stored} | "
-        f"{r['load_cpu_pct']:.0f}% |"
+        f"{r['load_cpu_pct']:.0f}% | {r['attach_p50_ms']:.0f} / {r['attach_max_ms']:.0f} |"
     )
 
 
 HEADER = (
     "| server | offered msg/s | delivered msg/s (to browsers) | p50 ms | p99 ms | lost | gaps | resyncs | server CPU "
-    "| peak MB | stored | load generator CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| peak MB | stored | load generator CPU | bots attached, p50 / max ms |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -536,6 +561,7 @@ def main() -> None:
         "--acks", choices=["ranges", "each"], default="ranges", help="bench bots ask for ranged acks, or not"
     )
     parser.add_argument("--client", action="store_true", help="bots are the bot package's DashboardClient (batching)")
+    parser.add_argument("--timeline", action="store_true", help="also print each run's latency second by second")
     parser.add_argument("--baseline", metavar="DIR", help="also run the dashboard from this checkout, as 'baseline'")
     args = parser.parse_args()
     if args.client and args.unpaced:
@@ -579,6 +605,9 @@ def main() -> None:
                 target.stop()
             results.setdefault(rate, {})[kind] = result
             print(row(result), flush=True)
+            if args.timeline:
+                cells = (f"{at:g}s {n} {p50:.0f}/{p99:.0f}/{top:.0f}" for at, n, p50, p99, top in result["timeline"])
+                print(f"  {result['target']} by second (count p50/p99/max ms): " + ", ".join(cells), flush=True)
     for rate, by_kind in results.items():
         for line in ratios(by_kind):
             print(f"{args.bots} bots x {rate:g} msg/s: {line}")

@@ -5,6 +5,7 @@
 - `SessionListConsumer` (`/ws/sessions/`): a browser watches the live session list.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -31,6 +32,7 @@ from rtvi_dashboard.wire import (
 
 from dashboard.auth import bearer_token, organization_of
 from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, relay, writer
+from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
 from rtvi_monitor.ratelimit import TokenBucket
 from rtvi_monitor.registry import LiveSession, registry
@@ -49,12 +51,12 @@ class LeanDispatchMixin:
       through `database_sync_to_async` (which closes old connections itself)
       or the live path's own database thread.
     - A consumer without a channel layer (`uses_channel_layer = False`: a bot's
-      socket joins no group, and nothing is sent to it through the layer)
+      socket, and a browser's, whose relays come through `relay.fanout`)
       awaits its socket directly, instead of a new task and an `asyncio.wait`
       per frame (`channels.utils.await_many_dispatch`), and has no channel to
-      make (with Redis, a subscription per bot). Consumers with a layer keep
-      Channels' loop: a variant with one long-lived task per source lost
-      relays with the Redis layer across two processes (docs/BENCHMARKS.md, issue 15).
+      make (with Redis, a subscription per socket). A consumer with a layer
+      keeps Channels' loop: a variant with one long-lived task per source
+      lost relays with the Redis layer across two processes (docs/BENCHMARKS.md, issue 15).
     """
 
     uses_channel_layer = True
@@ -82,12 +84,16 @@ def _query(scope) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("utf-8", "replace")).items()}
 
 
-@database_sync_to_async
-def find_credential(token: str) -> IngestToken | None:
+def _find_credential(token: str) -> IngestToken | None:
     credential = IngestToken.objects.find(token)
     if credential is not None:
         credential.touch()
     return credential
+
+
+async def find_credential(token: str) -> IngestToken | None:
+    """The ingest token's record, on the live path's database thread (see `open_ingest`)."""
+    return await in_db_thread(_find_credential, token)
 
 
 async def open_ingest(credential: IngestToken, session_id: str, agent: str | None):
@@ -96,11 +102,18 @@ async def open_ingest(credential: IngestToken, session_id: str, agent: str | Non
     Returns (session, event, warning): `event` is "started" for a new session
     and one reopened after it had ended, "back" when its bot returns within
     the grace, else "".
+
+    Its queries run on the live path's database thread, between the writer's
+    flushes, on the connection that thread keeps: on Django's shared sync
+    thread each one opened a connection and, with SQLite, waited on the
+    writer's lock, so a hundred bots reconnecting at once (a restart, a
+    deploy) took 3 s to attach, their messages waiting meanwhile
+    (docs/BENCHMARKS.md, issue 15).
     """
     organization = credential.organization
     link, warning = await agent_link.resolve(organization, agent)
-    session, event = await database_sync_to_async(Session.objects.open_for_bot)(
-        organization, session_id, link, lifecycle.SERVER_ID
+    session, event = await in_db_thread(
+        Session.objects.open_for_bot, organization, session_id, link, lifecycle.SERVER_ID
     )
     return session, event, warning
 
@@ -264,9 +277,18 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     browser acknowledges the version it has rendered ({"ack": version});
     more than BROWSER_MAX_LAG messages behind, the server stops sending and
     says {"type": "resync"}. Server memory stays bounded whatever the browser does.
+
+    Relays come from the writer (`relay.fanout`) and are sent at once; while
+    a snapshot is being made they wait in `held` (at most BROWSER_MAX_LAG of
+    them, else a fresh snapshot follows), and go after it in order, those it
+    already covers skipped (`BrowserStream.take`).
     """
 
+    uses_channel_layer = False  # relays come through relay.fanout, not a channel of its own
     session: Session | None = None
+    held: list[dict] | None = None  # relays that came while a snapshot was being made; None when none is
+    again = False  # another snapshot was asked for while one was being made
+    snapshots: asyncio.Task | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -277,20 +299,79 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return await self.close(CLOSE_NOT_FOUND)
         self.group = relay.session_group(self.session.pk)
         self.stream = relay.BrowserStream()
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.held = []  # from now until the first snapshot is out
+        await relay.fanout.watch(self.group, self)
         await self.accept()
         metrics.BROWSERS.inc()
-        await self.send_snapshot()
+        await self.send_snapshots()
 
     async def disconnect(self, code):
         if self.session is not None:
             metrics.BROWSERS.dec()
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            if self.snapshots is not None:
+                self.snapshots.cancel()
+            await relay.fanout.unwatch(self.group, self)
 
     async def send_frame(self, text: str) -> None:
         """One frame, in parts when it is too big for one WebSocket message."""
         for part in relay.parts(text):
             await self.send(text_data=part)
+
+    async def deliver(self, message: dict) -> None:
+        """A relay for this session (relay.fanout), sent now or after the snapshot being made."""
+        if self.held is None:
+            await self.forward(message)
+        elif len(self.held) < settings.BROWSER_MAX_LAG:
+            self.held.append(message)
+        else:  # the snapshot is slow to come: what it misses, the next one has
+            self.held.clear()
+            self.again = True
+
+    async def forward(self, message: dict) -> None:
+        if message["type"] == "session.batch":
+            # A stored batch of one session: the reducer's patch and the events, from whichever process ingests it.
+            action = self.stream.take(message["to"])
+            if action == "send":
+                await self.send_frame(message["text"])
+            elif action == "resync":
+                await self.send(text_data=json.dumps({"type": "resync"}))
+            elif action == "stalled":
+                await self.close(CLOSE_STALLED)
+        elif message["type"] == "session.changed":
+            kind = "ended" if message["event"] == "ended" else "session"
+            await self.send(text_data=relay.to_json({"type": kind, "session": message["session"]}))
+            if message["event"] in ("started", "back"):
+                # Its bot is back: the state is loaded afresh from what is stored, and a copy
+                # made before (an ended state, say) is not the one the next patches continue.
+                self.snapshot_soon()
+
+    def snapshot_soon(self) -> None:
+        """A fresh snapshot, made beside the relays (which wait for it), or once more after the one being made."""
+        if self.held is not None:
+            self.again = True
+            return
+        self.held = []
+        self.snapshots = asyncio.create_task(self._send_snapshots_or_close())
+
+    async def _send_snapshots_or_close(self) -> None:
+        try:
+            await self.send_snapshots()
+        except Exception:  # the database, say: the page reconnects and asks again
+            logger.exception("A snapshot for a browser of session %s failed", self.session.session_id)
+            await self.close(1011)
+
+    async def send_snapshots(self) -> None:
+        """Snapshots until none more is asked for, each followed by the relays that came meanwhile."""
+        try:
+            while True:
+                self.again = False
+                await self.send_snapshot()
+                while self.held and not self.again:
+                    await self.forward(self.held.pop(0))
+                if not self.again:
+                    break
+        finally:
+            self.held = None
 
     async def send_snapshot(self) -> None:
         """The derived state, its list bases and the newest events, as of one moment."""
@@ -321,28 +402,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return
         self.stream.acknowledge(request.get("ack"))
         if request.get("snapshot") is True:
-            await self.send_snapshot()
-
-    async def session_batch(self, message):
-        """A stored batch of one session: the reducer's patch and the events, from whichever process ingests it."""
-        action = self.stream.take(message["to"])
-        if action == "send":
-            await self.send_frame(message["text"])
-        elif action == "resync":
-            await self.send(text_data=json.dumps({"type": "resync"}))
-        elif action == "stalled":
-            await self.close(CLOSE_STALLED)
-
-    async def session_changed(self, message):
-        kind = "ended" if message["event"] == "ended" else "session"
-        await self.send(text_data=relay.to_json({"type": kind, "session": message["session"]}))
-        if message["event"] in ("started", "back"):
-            # Its bot is back: the state is loaded afresh from what is stored, and a copy
-            # made before (an ended state, say) is not the one the next patches continue.
-            await self.send_snapshot()
-
-    async def session_list(self, message):
-        pass  # list updates go to SessionListConsumer
+            self.snapshot_soon()
 
 
 def _stored_snapshot(pk: int) -> dict:
@@ -364,8 +424,9 @@ def _live_rows(user):
 
 
 class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
-    """A browser watching the organization's sessions start, update and end."""
+    """A browser watching the organization's sessions start, update and end (relays from relay.fanout)."""
 
+    uses_channel_layer = False
     group = None
 
     async def connect(self):
@@ -375,19 +436,19 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         organization, rows = await _live_rows(user)
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
-        self.group = relay.org_group(organization.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
+        self.group = relay.org_group(organization.pk)
+        await relay.fanout.watch(self.group, self)
 
     async def disconnect(self, code):
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await relay.fanout.unwatch(self.group, self)
 
     async def receive(self, text_data=None, bytes_data=None):
         pass
 
-    async def session_list(self, message):
+    async def deliver(self, message: dict) -> None:
         # The sessions of one event (several "updated" from one flush of the writer): a frame each.
         for row in message["sessions"]:
             await self.send(text_data=relay.to_json({"type": message["event"], "session": row}))

@@ -1,16 +1,28 @@
-"""Relaying to browsers, through the channel layer: a session's stored batches and its changes.
+"""Relaying to browsers: a session's stored batches and its changes, and the organization's session list.
 
 Only what is stored is relayed. Each batch carries the reducer's patch
 (`SessionState.take_changes`) and the stored events; a browser that misses
-one (a full channel, a Redis blip) sees the gap in versions and asks for a
-snapshot. Every frame is strict JSON (`to_json`).
+one (a Redis blip) sees the gap in versions and asks for a snapshot. Every
+frame is strict JSON (`to_json`).
+
+A relay reaches the browsers watching from this process directly: the
+writer hands each batch to their consumers (`Fanout`) in the same turn of
+the event loop that stored it. Through the channel layer, each consumer's
+copy took several turns of a busy loop (a task and a layer queue per
+message), and at 3,000 messages a second the relays waited there for
+seconds (docs/BENCHMARKS.md, issue 15). Other server processes get it
+through the channel layer when it is shared (Redis): each process has one
+channel, joined to the groups its browsers watch, that hands what the
+others relay to its own consumers the same way.
 """
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from dashboard.http import strict_dumps
@@ -21,6 +33,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+PROCESS = uuid.uuid4().hex  # this process, as the origin of what it relays through the layer
+
 
 def session_group(session_pk: int) -> str:
     return f"session-{session_pk}"
@@ -30,15 +44,111 @@ def org_group(organization_id) -> str:
     return f"org-{organization_id}-sessions"
 
 
-async def relay(group: str, message: dict) -> None:
-    """group_send that never breaks the live path.
+class Watcher(Protocol):
+    """A browser's consumer: takes a relayed message at once, without waiting on anything slow."""
 
-    A channel layer that is down (Redis restarting) loses this relay; the
-    message is already stored, and a browser that sees the gap in versions
-    asks for a fresh snapshot.
+    async def deliver(self, message: dict) -> None: ...
+
+
+class _Link:
+    """This process's channel in a shared layer, on one event loop: the groups it is in, and its listener."""
+
+    def __init__(self):
+        self.channel: str | None = None
+        self.joined: set[str] = set()
+        self.lock = asyncio.Lock()  # one membership change at a time
+        self.listener: asyncio.Task | None = None
+
+
+class Fanout:
+    """The browsers watching each group from this process, and this process's channel for the others' relays."""
+
+    def __init__(self):
+        self.watchers: dict[str, set[Watcher]] = {}
+        self.links: dict[asyncio.AbstractEventLoop, _Link] = {}  # one per event loop (one in a server; a test's each)
+
+    @staticmethod
+    def shared() -> bool:
+        """Whether other processes relay through the layer (Redis), or this process is alone (in-memory)."""
+        return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+    async def watch(self, group: str, watcher: Watcher) -> None:
+        self.watchers.setdefault(group, set()).add(watcher)
+        if self.shared():
+            await self._sync(group)
+
+    async def unwatch(self, group: str, watcher: Watcher) -> None:
+        members = self.watchers.get(group)
+        if members is not None:
+            members.discard(watcher)
+            if not members:
+                del self.watchers[group]
+        if self.shared():
+            await self._sync(group)
+
+    async def publish(self, group: str, message: dict) -> None:
+        """To this process's watchers of the group, then through the layer to the other processes'."""
+        await self.deliver(group, message)
+        if self.shared():
+            await get_channel_layer().group_send(
+                group, {"type": "relay.remote", "origin": PROCESS, "group": group, "message": message}
+            )
+
+    async def deliver(self, group: str, message: dict) -> None:
+        for watcher in list(self.watchers.get(group, ())):
+            try:
+                await watcher.deliver(message)
+            except Exception:  # one browser's closed socket never keeps the others' relays
+                logger.debug("A relay to a browser of %s failed", group, exc_info=True)
+
+    async def _sync(self, group: str) -> None:
+        """Join or leave the group through the layer as this process's watchers of it come and go."""
+        layer = get_channel_layer()
+        loop = asyncio.get_running_loop()
+        link = self.links.get(loop)
+        if link is None:
+            for old in [old for old in self.links if old.is_closed()]:
+                del self.links[old]
+            link = self.links[loop] = _Link()
+        async with link.lock:
+            if link.channel is None:
+                link.channel = await layer.new_channel()
+                link.listener = loop.create_task(self._listen(layer, link.channel))
+            wanted = group in self.watchers
+            if wanted and group not in link.joined:
+                await layer.group_add(group, link.channel)
+                link.joined.add(group)
+            elif not wanted and group in link.joined:
+                link.joined.discard(group)
+                await layer.group_discard(group, link.channel)
+
+    async def _listen(self, layer, channel: str) -> None:
+        """What the other processes relay, to this process's watchers, in the order it comes."""
+        while True:
+            try:
+                message = await layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("Receiving relays from other processes failed; retrying", exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            if message.get("type") == "relay.remote" and message.get("origin") != PROCESS:
+                await self.deliver(message["group"], message["message"])
+
+
+fanout = Fanout()
+
+
+async def relay(group: str, message: dict) -> None:
+    """Relay that never breaks the live path.
+
+    A channel layer that is down (Redis restarting) loses this relay for
+    other processes; the message is already stored, and a browser that sees
+    the gap in versions asks for a fresh snapshot.
     """
     try:
-        await get_channel_layer().group_send(group, message)
+        await fanout.publish(group, message)
     except Exception:
         logger.warning("Relay to %s failed; browsers will resync from the database", group, exc_info=True)
 

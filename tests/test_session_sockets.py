@@ -144,25 +144,23 @@ async def test_a_browser_that_reconnects_gets_a_state_with_what_it_missed(ingest
 
 
 async def test_a_relay_lost_on_the_way_is_made_good_by_a_snapshot(ingest_token, staff_cookie, monkeypatch):
-    """group_send may drop (full channel, Redis blip): the next batch does not fit, and the page resyncs."""
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()  # whichever is configured: in-memory, or Redis with REDIS_URL
+    """A relay may be lost (a Redis blip between processes): the next batch does not fit, and the page resyncs."""
+    from rtvi_monitor.relay import fanout
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
     page = Page()
     page.take(await receive(browser))
-    real_group_send = layer.group_send
+    real_deliver = fanout.deliver
     dropped = []
 
     async def lossy(group, message):
         if message.get("type") == "session.batch" and not dropped:
             dropped.append(message["to"])
             return None
-        return await real_group_send(group, message)
+        return await real_deliver(group, message)
 
-    monkeypatch.setattr(layer, "group_send", lossy)
+    monkeypatch.setattr(fanout, "deliver", lossy)
     await send(bot, wrap(1, token_message(1)))
     await receive(bot)
     await send(bot, wrap(2, token_message(2)))
