@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (rtvi_monitor/routing.py)."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -19,3 +20,8 @@ application = ProtocolTypeRouter(
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )
+# What is loaded by now (Django, the apps, the URLconf) lives as long as the
+# process: out of the garbage collector's full collections, which otherwise
+# walked all of it every few seconds under load and stopped the live path
+# for 50-60 ms each time (docs/BENCHMARKS.md, issue 15).
+gc.freeze()

@@ -40,3 +40,11 @@ def test_the_default_settings_run_with_nothing_set():
 def test_a_malformed_boolean_is_named():
     result = manage("check", env={"DEBUG": "maybe"})
     assert "DEBUG must be true or false" in result.stderr
+
+
+def test_the_server_process_takes_what_it_loaded_at_start_out_of_full_garbage_collections():
+    # In a fresh interpreter: the ASGI entry point the server loads leaves its start-up objects frozen.
+    code = "import gc, dashboard.asgi; print(gc.get_freeze_count())"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) > 10_000
