@@ -276,6 +276,7 @@ async def generate(
         headers = {"Cookie": cookie} if cookie else {}
         origin = url.replace("ws", "http", 1)
         acked = [0, time.time()]  # events counted and time at the last ack
+        pieces: list[str] = []  # a frame that came as {"type": "part"} messages, so far
         async with websockets.connect(
             f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None
         ) as socket:
@@ -290,6 +291,12 @@ async def generate(
                     continue
                 now = time.time()
                 frame = json.loads(raw)
+                if frame.get("type") == "part":  # a frame too big for one message, in pieces: as the page joins them
+                    pieces.append(frame["data"])
+                    if not frame["last"]:
+                        continue
+                    frame = json.loads("".join(pieces))
+                    pieces.clear()
                 if frame.get("type") == "snapshot":
                     stats.seqs.extend(e["seq"] for e in frame["events"])  # what it had missed: no latency
                     ready.set()  # a page watches once it has its snapshot; the clock starts when all do

@@ -75,7 +75,9 @@ class Writer:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.pending: list[Row] = []
-        self.lock = asyncio.Lock()
+        self.lock = asyncio.Lock()  # one flush stores and folds at a time
+        # Relays go out in the order their flushes stored: taken before `lock` is let go.
+        self.relaying = asyncio.Lock()
         self.wake = asyncio.Event()
         self.task = loop.create_task(self._run())
         self.failures = 0
@@ -145,7 +147,17 @@ class Writer:
                 if not row.refused:
                     row.live.state.apply(row.as_state_event())
             metrics.record_batch([row for row in batch if not row.refused], turns_before)
-        await self._after_store(batch, sessions, changed)
+            # Each session's patch is taken now, while the state holds this flush's rows and no
+            # more. The next flush (a disconnecting bot's, beside this loop's) may store and fold
+            # while this one relays, but relays after it: a relay that waits (on Redis) is never
+            # overtaken, so a browser never gets version 301 before 299-300 and drops those.
+            relays = self._batches(batch, sessions)
+            await self.relaying.acquire()
+        try:
+            await self._after_store(batch, relays, changed)
+        finally:
+            self.relaying.release()
+        await self._end_fatal(sessions)
 
     def _mark_due(self, live: "LiveSession") -> None:
         self.due[live.pk] = live
@@ -268,16 +280,29 @@ class Writer:
                 [*_db_values(["last_event_at"], {"last_event_at": last_event_at}), *pks],
             )
 
+    @staticmethod
+    def _batches(batch: list[Row], sessions: dict[int, tuple["LiveSession", int]]) -> list[tuple[str, dict]]:
+        """Each session's relay of a stored batch: the reducer's patch since `version_from`, and the stored events."""
+        by_session: dict[int, list[dict]] = {pk: [] for pk in sessions}
+        for row in batch:
+            if not row.refused:
+                by_session[row.live.pk].append(row.as_event())
+        relays = []
+        for pk, events in by_session.items():
+            live, version_from = sessions[pk]
+            events.sort(key=lambda e: e["seq"])
+            relays.append((session_group(pk), batch_message(live, events, version_from)))
+        return relays
+
     async def _after_store(
-        self, batch: list[Row], sessions: dict[int, tuple["LiveSession", int]], changed: list[Session]
+        self,
+        batch: list[Row],
+        relays: list[tuple[str, dict]],
+        changed: list[Session],
     ) -> None:
-        by_session: dict[int, list[dict]] = {}
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
-            events = by_session.setdefault(row.live.pk, [])
-            if not row.refused:
-                events.append(row.as_event())
-            else:
+            if row.refused:
                 row.live.seen.pop(row.seq, None)
             for replier in row.live.waiting.pop(row.seq, ()):
                 if row.reply is not None:
@@ -287,12 +312,14 @@ class Writer:
                 await replier.reply(payloads)
             except Exception:  # the bot went away; it resends what was not acknowledged
                 logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
-        for pk, events in by_session.items():
-            live, version_from = sessions[pk]
-            events.sort(key=lambda e: e["seq"])
-            await relay(session_group(pk), batch_message(live, events, version_from))
+        for group, message in relays:
+            await relay(group, message)
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
+
+    @staticmethod
+    async def _end_fatal(sessions: dict[int, tuple["LiveSession", int]]) -> None:
+        """Sessions a fatal error ended: ended now (which flushes again, so not while relaying)."""
         for live, _ in sessions.values():
             if live.state.fatal and not live.ended:
                 try:

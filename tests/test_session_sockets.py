@@ -172,6 +172,55 @@ async def test_a_relay_lost_on_the_way_is_made_good_by_a_snapshot(ingest_token, 
     await bot.disconnect()
 
 
+@pytest.mark.parametrize("slow", ["ack", "relay"])
+async def test_relays_reach_a_browser_in_the_order_they_were_stored(ingest_token, staff_cookie, monkeypatch, slow):
+    """Two flushes at once (the writer's own, a disconnecting bot's): the later one's relay waits for the earlier's.
+
+    The earlier flush's ack or relay waits (a slow socket, Redis) while the later one stores
+    and folds: each relay still carries its own flush's patch and events, in order.
+    """
+    from rtvi_monitor.consumers import IngestConsumer
+    from rtvi_monitor.relay import fanout
+
+    bot = await start_bot(ingest_token)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    page = Page()
+    page.take(await receive(browser))
+    slowed = []
+    if slow == "ack":
+        real_reply = IngestConsumer.reply
+
+        async def slow_first(self, payloads):
+            if not slowed:
+                slowed.append(payloads)
+                await asyncio.sleep(0.3)
+            return await real_reply(self, payloads)
+
+        monkeypatch.setattr(IngestConsumer, "reply", slow_first)
+    else:
+        real_deliver = fanout.deliver
+
+        async def slow_first(group, message):
+            if message.get("type") == "session.batch" and not slowed:
+                slowed.append(message["to"])
+                await asyncio.sleep(0.3)
+            return await real_deliver(group, message)
+
+        monkeypatch.setattr(fanout, "deliver", slow_first)
+    await send(bot, wrap(1, token_message(1)))
+    for _ in range(100):  # stored, and its ack or relay is on its way
+        if slowed:
+            break
+        await asyncio.sleep(0.01)
+    await send(bot, wrap(2, token_message(2)))
+    await bot.disconnect()  # stores message 2 in a flush of its own, at once
+    frames = await follow(browser, page, at_version(2))
+    batches = [(f["from"], f["to"], [e["seq"] for e in f["events"]]) for f in frames if f["type"] == "batch"]
+    assert slowed and batches == [(0, 1, [1]), (1, 2, [2])]
+    assert "snapshot" not in [f["type"] for f in frames]  # no gap, so no resync
+    await browser.disconnect()
+
+
 async def test_a_browser_that_stops_acknowledging_is_told_to_resync_and_gets_no_more(
     ingest_token, staff_cookie, settings
 ):
