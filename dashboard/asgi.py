@@ -23,5 +23,7 @@ application = ProtocolTypeRouter(
 # What is loaded by now (Django, the apps, the URLconf) lives as long as the
 # process: out of the garbage collector's full collections, which otherwise
 # walked all of it every few seconds under load and stopped the live path
-# for 50-60 ms each time (docs/BENCHMARKS.md, issue 15).
+# for 50-60 ms each time (docs/BENCHMARKS.md, issue 15). Start-up garbage is
+# collected first, not kept for good.
+gc.collect()
 gc.freeze()

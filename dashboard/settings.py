@@ -151,10 +151,9 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    # A browser channel receives one message per flush per watched session;
-    # the capacity leaves room for many sessions (group_send drops silently
-    # when it is full, and sequence numbers with backfill make up for that).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "rtvi_monitor.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+    # One process: relays go from the writer to the browsers directly
+    # (rtvi_monitor/relay.py, Fanout); nothing is sent through this layer.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -43,27 +43,21 @@ logger = logging.getLogger(__name__)
 
 
 class LeanDispatchMixin:
-    """Channels' consumer loop, without its per-message costs where they can go.
+    """Channels' consumer loop, without its per-message costs.
 
     - No `aclose_old_connections()` before every handler: Channels >= 4.2 runs
       it in a thread each time (~145 us, serialized on one thread). These
       consumers never use the ORM on the event loop: database work goes
       through `database_sync_to_async` (which closes old connections itself)
       or the live path's own database thread.
-    - A consumer without a channel layer (`uses_channel_layer = False`: a bot's
-      socket, and a browser's, whose relays come through `relay.fanout`)
-      awaits its socket directly, instead of a new task and an `asyncio.wait`
-      per frame (`channels.utils.await_many_dispatch`), and has no channel to
-      make (with Redis, a subscription per socket). A consumer with a layer
-      keeps Channels' loop: a variant with one long-lived task per source
-      lost relays with the Redis layer across two processes (docs/BENCHMARKS.md, issue 15).
+    - No channel layer: a bot's socket joins no group, and a browser's relays
+      come through `relay.fanout`. So each consumer awaits its socket directly,
+      instead of a new task and an `asyncio.wait` per frame
+      (`channels.utils.await_many_dispatch`), and has no channel to make (with
+      Redis, a subscription per socket) (docs/BENCHMARKS.md, issue 15).
     """
 
-    uses_channel_layer = True
-
     async def __call__(self, scope, receive, send):
-        if self.uses_channel_layer:
-            return await super().__call__(scope, receive, send)
         self.scope = scope
         self.base_send = send
         self.channel_layer = None
@@ -123,7 +117,6 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     live_session: LiveSession | None = None
     token_pk: int | None = None
-    uses_channel_layer = False  # a bot's socket joins no group; nothing is sent to it through the layer
     ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
 
     async def connect(self):
@@ -284,8 +277,8 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     already covers skipped (`BrowserStream.take`).
     """
 
-    uses_channel_layer = False  # relays come through relay.fanout, not a channel of its own
     session: Session | None = None
+    group: str | None = None
     held: list[dict] | None = None  # relays that came while a snapshot was being made; None when none is
     again = False  # another snapshot was asked for while one was being made
     snapshots: asyncio.Task | None = None
@@ -300,17 +293,27 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.group = relay.session_group(self.session.pk)
         self.stream = relay.BrowserStream()
         self.held = []  # from now until the first snapshot is out
-        await relay.fanout.watch(self.group, self)
-        await self.accept()
         metrics.BROWSERS.inc()
-        await self.send_snapshots()
+        try:
+            await relay.fanout.watch(self.group, self)
+            await self.accept()
+            await self.send_snapshots()
+        except BaseException:
+            # No disconnect follows a connect that raised (Redis down, the database): leave now.
+            await self.leave()
+            raise
 
     async def disconnect(self, code):
-        if self.session is not None:
+        await self.leave()
+
+    async def leave(self) -> None:
+        """No more relays to this browser (once, whether it connected or not)."""
+        if self.session is not None and self.group is not None:
+            group, self.group = self.group, None
             metrics.BROWSERS.dec()
             if self.snapshots is not None:
                 self.snapshots.cancel()
-            await relay.fanout.unwatch(self.group, self)
+            await relay.fanout.unwatch(group, self)
 
     async def send_frame(self, text: str) -> None:
         """One frame, in parts when it is too big for one WebSocket message."""
@@ -415,40 +418,64 @@ def _stored_snapshot(pk: int) -> dict:
 
 
 @database_sync_to_async
-def _live_rows(user):
-    organization = organization_of(user)
-    if organization is None:
-        return None, []
+def _organization(user):
+    return organization_of(user)
+
+
+@database_sync_to_async
+def _live_rows(organization) -> list[dict]:
     sessions = Session.objects.live().filter(organization=organization).select_related("agent")[:500]
-    return organization, [s.row() for s in sessions]
+    return [s.row() for s in sessions]
 
 
 class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
-    """A browser watching the organization's sessions start, update and end (relays from relay.fanout)."""
+    """A browser watching the organization's sessions start, update and end (relays from relay.fanout).
 
-    uses_channel_layer = False
+    It watches before the list is loaded: what changes meanwhile waits in
+    `held` and goes right after the {"type": "live"} list, so nothing that
+    happens while a page opens is missed.
+    """
+
     group = None
+    held: list[dict] | None = None  # relays that came before the list went out
 
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated or not user.is_staff:
             return await self.close(CLOSE_FORBIDDEN)
-        organization, rows = await _live_rows(user)
+        organization = await _organization(user)
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
-        await self.accept()
-        await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
         self.group = relay.org_group(organization.pk)
-        await relay.fanout.watch(self.group, self)
+        self.held = []
+        try:
+            await relay.fanout.watch(self.group, self)
+            rows = await _live_rows(organization)
+            await self.accept()
+            await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
+            while self.held:
+                await self.forward(self.held.pop(0))
+            self.held = None
+        except BaseException:
+            # No disconnect follows a connect that raised: leave now.
+            await self.disconnect(1011)
+            raise
 
     async def disconnect(self, code):
         if self.group:
-            await relay.fanout.unwatch(self.group, self)
+            group, self.group = self.group, None
+            await relay.fanout.unwatch(group, self)
 
     async def receive(self, text_data=None, bytes_data=None):
         pass
 
     async def deliver(self, message: dict) -> None:
+        if self.held is not None:
+            self.held.append(message)
+        else:
+            await self.forward(message)
+
+    async def forward(self, message: dict) -> None:
         # The sessions of one event (several "updated" from one flush of the writer): a frame each.
         for row in message["sessions"]:
             await self.send(text_data=relay.to_json({"type": message["event"], "session": row}))

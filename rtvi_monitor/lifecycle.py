@@ -209,8 +209,12 @@ async def end_session(
     session = await in_db_thread(store)
     if session is None:
         return
-    version_from = live.state.version
-    live.state.end(at, reason)
-    live.ended = True
-    await relay.relay(relay.session_group(live.pk), relay.batch_message(live, [], version_from))
+
+    def end_live():  # under the writer's lock: after every batch already folded, before the next
+        version_from = live.state.version
+        live.state.end(at, reason)
+        live.ended = True
+        return relay.session_group(live.pk), relay.batch_message(live, [], version_from)
+
+    await writer.get_writer().relay_in_order(end_live)
     await relay.session_changed(session, "ended")

@@ -6,14 +6,15 @@ one (a Redis blip) sees the gap in versions and asks for a snapshot. Every
 frame is strict JSON (`to_json`).
 
 A relay reaches the browsers watching from this process directly: the
-writer hands each batch to their consumers (`Fanout`) in the same turn of
-the event loop that stored it. Through the channel layer, each consumer's
-copy took several turns of a busy loop (a task and a layer queue per
-message), and at 3,000 messages a second the relays waited there for
-seconds (docs/BENCHMARKS.md, issue 15). Other server processes get it
-through the channel layer when it is shared (Redis): each process has one
-channel, joined to the groups its browsers watch, that hands what the
-others relay to its own consumers the same way.
+writer hands each batch to their consumers (`Fanout`) once it is stored and
+acknowledged, in the order the batches were stored. Through the channel
+layer, each consumer's copy took several turns of a busy loop (a task and a
+layer queue per message), and at 3,000 messages a second the relays waited
+there for seconds (docs/BENCHMARKS.md, issue 15). Other server processes get
+it through the channel layer when it is shared (Redis): each process has one
+channel, joined to the groups its browsers watch, that hands what the others
+relay to its own consumers the same way. A process subscribed to a group
+gets its own relays back from Redis too, and drops them (`origin`).
 """
 
 import asyncio
@@ -70,7 +71,8 @@ class Fanout:
     @staticmethod
     def shared() -> bool:
         """Whether other processes relay through the layer (Redis), or this process is alone (in-memory)."""
-        return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+        layer = get_channel_layer()
+        return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
     async def watch(self, group: str, watcher: Watcher) -> None:
         self.watchers.setdefault(group, set()).add(watcher)
@@ -113,14 +115,15 @@ class Fanout:
         async with link.lock:
             if link.channel is None:
                 link.channel = await layer.new_channel()
+            if link.listener is None or link.listener.done():
                 link.listener = loop.create_task(self._listen(layer, link.channel))
             wanted = group in self.watchers
             if wanted and group not in link.joined:
                 await layer.group_add(group, link.channel)
                 link.joined.add(group)
             elif not wanted and group in link.joined:
-                link.joined.discard(group)
                 await layer.group_discard(group, link.channel)
+                link.joined.discard(group)
 
     async def _listen(self, layer, channel: str) -> None:
         """What the other processes relay, to this process's watchers, in the order it comes."""

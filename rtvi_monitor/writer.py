@@ -15,6 +15,7 @@ import asyncio
 import logging
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -114,9 +115,34 @@ class Writer:
                 self.failures = 0
 
     async def flush(self) -> None:
+        """Store what is pending, then acknowledge and relay it.
+
+        A caller cancelled meanwhile (a bot's disconnect past daphne's close
+        timeout) does not cancel the flush: rows stored are always folded,
+        acknowledged and relayed, whoever asked for them to be.
+        """
+        task = asyncio.ensure_future(self._timed_flush())
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_log_failure)
+            raise
+
+    async def _timed_flush(self) -> None:
         metrics.BACKLOG.set(len(self.pending))
         with metrics.FLUSH.time():
             await self._flush()
+
+    async def relay_in_order(self, make: Callable[[], tuple[str, dict]]) -> None:
+        """A relay that changes a session's state outside a batch (its end): made under the store
+        lock and sent in order with the flushes' relays."""
+        async with self.lock:
+            group, message = make()
+            await self.relaying.acquire()
+        try:
+            await relay(group, message)
+        finally:
+            self.relaying.release()
 
     async def _flush(self) -> None:
         async with self.lock:
@@ -291,7 +317,10 @@ class Writer:
         for pk, events in by_session.items():
             live, version_from = sessions[pk]
             events.sort(key=lambda e: e["seq"])
-            relays.append((session_group(pk), batch_message(live, events, version_from)))
+            try:
+                relays.append((session_group(pk), batch_message(live, events, version_from)))
+            except Exception:  # its browsers see the gap in versions and resync; the acks still go
+                logger.exception("The relay of session %s could not be made", live.session_id)
         return relays
 
     async def _after_store(
@@ -326,6 +355,12 @@ class Writer:
                     await lifecycle.end_session(live, "fatal error")
                 except Exception:  # not a storage failure of the batch: the sweep ends it later
                     logger.exception("Could not end session %s after its fatal error", live.session_id)
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    """A flush nobody waits for any more: its failure is logged (the writer's loop retries what it kept)."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("A flush failed after its caller went away", exc_info=task.exception())
 
 
 _writers: dict[asyncio.AbstractEventLoop, Writer] = {}

@@ -313,3 +313,37 @@ async def test_a_sustained_byte_rate_over_the_limit_closes_the_socket(org, inges
     refusal = await receive(socket)
     assert refusal["fatal"] and "10000 bytes per second" in refusal["error"]
     assert (await socket.receive_output(2))["code"] == 4429
+
+
+async def test_a_flush_whose_caller_is_cancelled_still_stores_and_acknowledges(
+    org, ingest_token, live_settings, monkeypatch
+):
+    """A disconnecting bot's flush cancelled by the server's close timeout: what it stored is still acked."""
+    import threading
+
+    from rtvi_monitor.writer import Writer, get_writer
+
+    live_settings.INGEST_FLUSH_INTERVAL = 60  # only the flush below, none of the writer's own
+    socket = await connect("s1", ingest_token)
+    entered, gate = threading.Event(), threading.Event()
+    real_store = Writer._store
+
+    def slow_store(cls, *args):
+        entered.set()
+        gate.wait(5)
+        return real_store(*args)
+
+    monkeypatch.setattr(Writer, "_store", classmethod(slow_store))
+    await send(socket, wrap(1, rtvi("bot-llm-text", {"text": "hi"})))
+    writer = get_writer()
+    for _ in range(500):  # the message has come in, and waits for a flush
+        if writer.pending:
+            break
+        await asyncio.sleep(0.01)
+    caller = asyncio.create_task(writer.flush())
+    await asyncio.to_thread(entered.wait, 5)
+    caller.cancel()  # while the batch is being stored
+    gate.set()
+    assert await receive(socket) == {"ack": 1}
+    assert await sync_to_async(Event.objects.filter(seq=1).count)() == 1
+    await socket.disconnect()

@@ -144,7 +144,10 @@ async def test_a_browser_that_reconnects_gets_a_state_with_what_it_missed(ingest
 
 
 async def test_a_relay_lost_on_the_way_is_made_good_by_a_snapshot(ingest_token, staff_cookie, monkeypatch):
-    """A relay may be lost (a Redis blip between processes): the next batch does not fit, and the page resyncs."""
+    """A relay may be lost (a Redis blip on its way from another process; here one delivery is dropped).
+
+    The next batch does not fit the page's version, and the page resyncs.
+    """
     from rtvi_monitor.relay import fanout
 
     bot = await start_bot(ingest_token)
@@ -327,3 +330,48 @@ async def test_a_staff_user_without_organization_is_refused(ingest_token, django
     _, connected, _ = await open_browser("/ws/sessions/", cookie)
     assert not connected
     assert not await sync_to_async(Membership.objects.filter(user=user).exists)()
+
+
+async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_token, staff_cookie, monkeypatch):
+    """No disconnect follows a connect that raised: the consumer leaves the fan-out itself."""
+    from rtvi_monitor import metrics
+    from rtvi_monitor.consumers import SessionConsumer
+    from rtvi_monitor.relay import fanout
+
+    bot = await start_bot(ingest_token)
+    browsers_before = metrics.BROWSERS._value.get()
+
+    async def broken(self):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(SessionConsumer, "send_snapshot", broken)
+    browser = browser_socket("/ws/sessions/s1/", staff_cookie)
+    with pytest.raises(RuntimeError, match="went away"):
+        await browser.connect()
+        await browser.receive_from(timeout=1)
+    assert not any(group.startswith("session-") for group in fanout.watchers)
+    assert metrics.BROWSERS._value.get() == browsers_before
+    await bot.disconnect()
+
+
+async def test_the_session_list_misses_nothing_that_happens_while_it_loads(ingest_token, staff_cookie, monkeypatch):
+    """A session that starts while a list page loads its rows comes right after the list."""
+    from rtvi_monitor import consumers
+
+    real_rows = consumers._live_rows
+    started = []
+
+    async def rows_then_a_session_starts(organization):
+        rows = await real_rows(organization)
+        started.append(await start_bot(ingest_token, "late-call"))  # after the query, before the list goes out
+        return rows
+
+    monkeypatch.setattr(consumers, "_live_rows", rows_then_a_session_starts)
+    page, connected, _ = await open_browser("/ws/sessions/", staff_cookie)
+    assert connected
+    listed = await receive(page)
+    assert listed["type"] == "live" and listed["sessions"] == []
+    frames = await receive_until(page, lambda f: f["type"] == "started")
+    assert frames[-1]["session"]["id"] == "late-call"
+    await page.disconnect()
+    await started[0].disconnect()
