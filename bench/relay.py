@@ -27,8 +27,9 @@ be the bot package's DashboardClient (its batching: one frame per 50 ms),
 paced only. --baseline DIR adds a target "baseline": the dashboard run from
 another checkout (its own code and bot package), to compare two builds in
 one run. --timeline prints each run's latency second by second from the
-start of the clock (where in the run the tail is). After each rate the dashboard's throughput is given as a share of
-the plain relay's and of the stock Channels relay's measured in the same run.
+start of the clock (where in the run the tail is). After each rate the
+dashboard's throughput is given as a share of the plain relay's and of the
+stock Channels relay's measured in the same run.
 """
 
 import argparse
