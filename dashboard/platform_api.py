@@ -39,7 +39,7 @@ from dashboard.auth import bearer_token
 from dashboard.http import StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent, ApiKey, Organization
 from rtvi_monitor.events import stored_message
-from rtvi_monitor.models import SESSION_ID_RE, Event, Session
+from rtvi_monitor.models import SESSION_ID_RE, EndKind, Event, Session
 from rtvi_monitor.state import LOG_TYPES, error_of
 
 DEFAULT_LIMIT = 10  # the reference's default, for sessions and logs alike
@@ -264,22 +264,23 @@ def agent_detail(request, agent):
 def completion_status(session: Session) -> str | None:
     """How a session ended, in Pipecat Cloud's words (its completionStatus); None while it is live.
 
-    The dashboard knows how a session ended from its end reason
-    (rtvi_monitor/lifecycle.py) and whether its bot reported a fatal error:
+    The dashboard records how a session ended (`end_kind`, rtvi_monitor/lifecycle.py):
 
-    - a fatal error (`fatal`, end reason "fatal error")  -> "HTTP_ERROR": the bot failed;
-    - "server restarted": the dashboard process holding the bot's connection
-      went away, so how the bot ended is unknown    -> "WS_CONNECTION_CLOSED";
-    - "bot disconnected", or any other end            -> "HTTP_COMPLETED": the
-      bot closed its connection and did not come back within the grace period.
+    - fatal error                                   -> "HTTP_ERROR": the bot failed;
+    - bot vanished (its connection dropped or closed abnormally and it did
+      not come back), or server restarted (the dashboard process holding the
+      bot's connection went away: how the bot ended is unknown)
+                                                    -> "WS_CONNECTION_CLOSED";
+    - client hung up, bot finished (a 1000 close), or an end recorded before
+      kinds were (blank)                            -> "HTTP_COMPLETED".
 
     A live session whose bot is away (within the grace) is still live: None.
     """
     if session.status != Session.Status.ENDED:
         return None
-    if session.fatal or session.end_reason == "fatal error":
+    if session.fatal or session.end_kind == EndKind.FATAL_ERROR or session.end_reason == "fatal error":
         return "HTTP_ERROR"
-    if session.end_reason == "server restarted":
+    if session.end_kind in (EndKind.BOT_VANISHED, EndKind.SERVER_RESTARTED) or session.end_reason == "server restarted":
         return "WS_CONNECTION_CLOSED"
     return "HTTP_COMPLETED"
 

@@ -87,6 +87,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dashboard.errors.MachineErrorsMiddleware",
+    # Last on purpose: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB)
+    # is a 413 in JSON before any view or CSRF check runs, and too many form
+    # fields or files a 400 in JSON. Django calls process_exception from the
+    # last middleware up, so listed here it answers before MachineErrorsMiddleware,
+    # which would make them a 500 (dashboard/middleware.py).
+    "dashboard.middleware.RequestLimitsMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"

@@ -45,12 +45,11 @@ async def _overview_context(request) -> dict | None:
     organization = await _organization_or_none(request)
     if organization is None:
         return None
-    summary = await sync_to_async(overview)(organization, timezone.now())
+    # Cached and never raising, as on the agents page: the last good list (with its age) when the upstream
+    # fails, and none at all (the agents known from sessions alone) when there has never been one.
     listing = await agents_service.get_agents(organization)
-    # The agents API's name when it knows the agent (it may have been renamed), else the one sessions recorded.
-    for agent in summary["agents"]:
-        known = listing.find(agent["agent_id"])
-        agent["name"] = known.name if known else agent["name"] or agent["agent_id"]
+    listed = listing.agents if listing.fetched_at is not None else None
+    summary = await sync_to_async(overview)(organization, timezone.now(), listed)
     for group in summary["error_groups"]:
         known = listing.find(group.agent_id) if group.agent_id else None
         group.agent_name = known.name if known else group.agent_name

@@ -45,7 +45,7 @@ from dashboard.models import Agent, Organization
 from rtvi_monitor import lifecycle
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Lease, Session
+from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, EndKind, Lease, Session
 from rtvi_monitor.state import percentile
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ DEFAULTS = {  # condition -> (threshold, window_minutes)
     C.TURN_LATENCY_P95: (1500.0, 15),
     C.NO_SESSIONS: (3.0, 30),
     C.AGENTS_API_DOWN: (None, 5),
+    C.ENDED_BADLY: (3.0, 15),
 }
 MIN_SESSIONS = 5  # error_rate needs this many sessions in its window: 1 of 1 is not a rate
 SESSIONS_NAMED = 20  # session ids an alert names
@@ -183,6 +184,37 @@ def _no_sessions(rule: AlertRule, now: datetime, threshold, window: int, context
     return findings
 
 
+def _ended_badly(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    """Sessions whose bot vanished or whose server process stopped, ended in the window.
+
+    Fatal errors have their own condition (they name the error); these are
+    the calls that stopped without anybody saying why.
+    """
+    kinds = (EndKind.BOT_VANISHED, EndKind.SERVER_RESTARTED)
+    rows = list(
+        _sessions(rule)
+        .filter(status=Session.Status.ENDED, end_kind__in=kinds, ended_at__gte=now - timedelta(minutes=window))
+        .order_by("-ended_at")
+        .values_list("session_id", "end_kind")
+    )
+    if len(rows) < (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):
+        return []
+    by_kind = {kind.label: sum(1 for _, k in rows if k == kind) for kind in kinds}
+    how = ", ".join(f"{label}: {n}" for label, n in by_kind.items() if n)
+    who = f" of {rule.agent.name}" if rule.agent_id else ""
+    summary = f"{len(rows)} sessions{who} ended badly in the last {window} min ({how})"
+    figures = {"sessions": len(rows), **{k.value: by_kind[k.label] for k in kinds}, "window_minutes": window}
+    return [
+        Finding(
+            "",
+            summary,
+            figures,
+            [sid for sid, _ in rows[:SESSIONS_NAMED]],
+            str(rule.agent_id) if rule.agent_id else None,
+        )
+    ]
+
+
 def _agents_api_down(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
     failing = context.get("agents_api", {}).get(rule.organization_id)
     if failing is None:
@@ -208,6 +240,7 @@ EVALUATE = {
     C.TURN_LATENCY_P95: _turn_latency,
     C.NO_SESSIONS: _no_sessions,
     C.AGENTS_API_DOWN: _agents_api_down,
+    C.ENDED_BADLY: _ended_badly,
 }
 
 

@@ -120,13 +120,20 @@ def _ndjson_lines(session_pk: int):
         rows = list(
             Event.objects.filter(session_id=session_pk, seq__gt=after)
             .order_by("seq")
-            .values_list("seq", "direction", "received_at", "message", "valid", "error")[:CHUNK]
+            .values_list("seq", "stream", "bot_seq", "direction", "received_at", "message", "valid", "error")[:CHUNK]
         )
         if not rows:
             return
         lines = []
-        for seq, direction, received_at, message, valid, error in rows:
-            line = {"seq": seq, "direction": direction, "received_at": received_at, "message": stored_message(message)}
+        for seq, stream, bot_seq, direction, received_at, message, valid, error in rows:
+            line = {
+                "seq": seq,
+                "stream": stream,
+                "bot_seq": bot_seq,
+                "direction": direction,
+                "received_at": received_at,
+                "message": stored_message(message),
+            }
             if not valid:
                 line["valid"], line["error"] = False, error
             lines.append(strict_dumps(line, separators=(",", ":")) + "\n")

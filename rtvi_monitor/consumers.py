@@ -8,6 +8,7 @@
 import asyncio
 import json
 import logging
+import re
 import time
 from urllib.parse import parse_qs
 
@@ -27,19 +28,23 @@ from rtvi_dashboard.wire import (
     CLOSE_RATE,
     CLOSE_STALLED,
     CLOSE_TOO_BIG,
+    STREAM_ID_RE,
+    STREAM_PARAM,
     ack_ranges,
 )
 
 from dashboard.auth import bearer_token, organization_of
 from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, relay, writer
-from rtvi_monitor.dbthread import in_db_thread
+from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
 from rtvi_monitor.ratelimit import TokenBucket
 from rtvi_monitor.registry import LiveSession, registry
 
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
+STREAM_RULE = "stream: use 1-64 characters of A-Z a-z 0-9 _ . : -"
 
 logger = logging.getLogger(__name__)
+_STREAM_ID = re.compile(STREAM_ID_RE)
 
 
 class LeanDispatchMixin:
@@ -86,8 +91,8 @@ def _find_credential(token: str) -> IngestToken | None:
 
 
 async def find_credential(token: str) -> IngestToken | None:
-    """The ingest token's record, on the live path's database thread (see `open_ingest`)."""
-    return await in_db_thread(_find_credential, token)
+    """The ingest token's record, on the connecting bots' database thread (see `open_ingest`)."""
+    return await in_db_thread(_find_credential, token, executor=CONNECT_THREAD)
 
 
 async def open_ingest(credential: IngestToken, session_id: str, agent: str | None):
@@ -97,17 +102,16 @@ async def open_ingest(credential: IngestToken, session_id: str, agent: str | Non
     and one reopened after it had ended, "back" when its bot returns within
     the grace, else "".
 
-    Its queries run on the live path's database thread, between the writer's
-    flushes, on the connection that thread keeps: on Django's shared sync
-    thread each one opened a connection and, with SQLite, waited on the
-    writer's lock, so a hundred bots reconnecting at once (a restart, a
-    deploy) took 3 s to attach, their messages waiting meanwhile
-    (docs/BENCHMARKS.md, issue 15).
+    Its queries run on a thread of their own that keeps its connection: on
+    Django's shared sync thread each one opened a connection, so a hundred
+    bots reconnecting at once (a restart, a deploy) took 3 s to attach
+    (docs/BENCHMARKS.md, issue 15); on the writer's thread, 500 of them held
+    up the acks of bots already connected past a second (issue 22).
     """
     organization = credential.organization
     link, warning = await agent_link.resolve(organization, agent)
     session, event = await in_db_thread(
-        Session.objects.open_for_bot, organization, session_id, link, lifecycle.SERVER_ID
+        Session.objects.open_for_bot, organization, session_id, link, lifecycle.SERVER_ID, executor=CONNECT_THREAD
     )
     return session, event, warning
 
@@ -118,6 +122,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     live_session: LiveSession | None = None
     token_pk: int | None = None
     ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
+    stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
 
     async def connect(self):
         await self.accept()
@@ -126,6 +131,9 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
             return await self.fail(SESSION_ID_RULE, CLOSE_BAD_REQUEST)
+        self.stream = query.get(STREAM_PARAM, "")
+        if STREAM_PARAM in query and not _STREAM_ID.match(self.stream):
+            return await self.fail(STREAM_RULE, CLOSE_BAD_REQUEST)
         token = bearer_token(dict((k.decode("latin-1").title(), v.decode("latin-1")) for k, v in self.scope["headers"]))
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)
@@ -208,7 +216,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             )
         immediate, answered = [], set()
         for item in frames:  # inside a batch each item is judged alone
-            row, reply = self.live_session.accept(item, received_at, self)
+            row, reply = self.live_session.accept(item, received_at, self, self.stream)
             if row is not None:
                 self.writer.add(row)
             if reply is not None and reply.get("ack") not in answered:  # one reply per seq per frame
@@ -236,6 +244,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             await self.send(text_data=json.dumps({"acks": ack_ranges(acked)}, separators=(",", ":")))
 
     async def disconnect(self, code):
+        left_at = timezone.now()
         if self.token_pk is not None:
             registry.per_token[self.token_pk] -= 1
         if self.live_session is not None:
@@ -244,7 +253,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
                 logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
             if registry.detach(self.live_session):
-                await lifecycle.bot_left(self.live_session, self.epoch)
+                await lifecycle.bot_left(self.live_session, self.epoch, code, left_at)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
 
@@ -281,6 +290,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     group: str | None = None
     held: list[dict] | None = None  # relays that came while a snapshot was being made; None when none is
     again = False  # another snapshot was asked for while one was being made
+    since: int | None = None  # the next snapshot's events start after this seq (the page has those before)
     snapshots: asyncio.Task | None = None
 
     async def connect(self):
@@ -348,8 +358,12 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
                 # made before (an ended state, say) is not the one the next patches continue.
                 self.snapshot_soon()
 
-    def snapshot_soon(self) -> None:
-        """A fresh snapshot, made beside the relays (which wait for it), or once more after the one being made."""
+    def snapshot_soon(self, since: int | None = None) -> None:
+        """A fresh snapshot, made beside the relays (which wait for it), or once more after the one being made.
+
+        With `since`, its events are those stored after that seq (none when it is past the last).
+        """
+        self.since = since
         if self.held is not None:
             self.again = True
             return
@@ -385,9 +399,10 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         else:
             snapshot = await database_sync_to_async(_stored_snapshot)(pk)
         upto = snapshot.pop("upto", None)
+        since, self.since = self.since, None
 
         def load():
-            recent = events.recent_events(pk, settings.BROWSER_RECENT_EVENTS, upto_seq=upto)
+            recent = events.recent_events(pk, settings.BROWSER_RECENT_EVENTS, upto_seq=upto, after_seq=since)
             return Session.objects.select_related("agent").get(pk=pk), recent
 
         session, recent = await database_sync_to_async(load)()
@@ -397,15 +412,13 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         )
 
     async def receive(self, text_data=None, bytes_data=None):
-        try:
-            request = json.loads(text_data or "")
-        except ValueError:
-            return
-        if not isinstance(request, dict):
-            return
-        self.stream.acknowledge(request.get("ack"))
-        if request.get("snapshot") is True:
-            self.snapshot_soon()
+        request, problem = relay.browser_request(text_data if text_data is not None else bytes_data)
+        if problem:
+            return await self.send(text_data=json.dumps({"type": "error", "error": problem}))
+        if "ack" in request:
+            self.stream.acknowledge(request["ack"])
+        if request.get("snapshot"):
+            self.snapshot_soon(request.get("since"))
 
 
 def _stored_snapshot(pk: int) -> dict:

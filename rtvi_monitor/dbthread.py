@@ -13,6 +13,12 @@ DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-db")
 # The heartbeat and sweep have their own: a writer busy with a big batch must
 # never delay a beat long enough for other processes to count this one dead.
 LIFECYCLE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-lifecycle")
+# Bots connecting (their token looked up, their session opened or reopened): a
+# storm of them (a restart, a deploy: hundreds at once) queued on the writer's
+# thread ahead of its flushes and held up every connected bot's acks past a
+# second (issue 22). Here they wait on each other only; with SQLite their
+# short transactions take turns with the writer's through the lock.
+CONNECT_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-connect")
 # Alert evaluation reads over many sessions: never on the writer's thread.
 ALERTS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-alerts")
 

@@ -6,7 +6,7 @@ not JSON (`stored_form`); browsers get long messages as previews
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rtvi_monitor import protocol
@@ -33,7 +33,12 @@ def reply_text(text: str, limit: int = 300) -> str:
 
 @dataclass(slots=True)
 class Row:
-    """One received message on its way to the database and the browsers."""
+    """One received message on its way to the database and the browsers.
+
+    `seq` is the dashboard's own numbering of the session's messages, in the
+    order they are stored; `stream` and `bot_seq` are what the bot called it
+    (rtvi_monitor/registry.py), `bot_seq` None when it gave no usable seq.
+    """
 
     live: "LiveSession"
     seq: int
@@ -46,7 +51,10 @@ class Row:
     valid: bool
     error: str
     reply: dict | None  # what the bot is told once it is stored
-    replier: Replier | None
+    stream: str = ""
+    bot_seq: int | None = None
+    repliers: list[Replier] = field(default_factory=list)  # the connections to tell once it is stored
+    holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 
     def as_event(self) -> dict:
@@ -56,6 +64,8 @@ class Row:
             message = {"truncated": True, "preview": self.text[:BROWSER_PREVIEW], "length": len(self.text)}
         return {
             "seq": self.seq,
+            "stream": self.stream,
+            "bot_seq": self.bot_seq,
             "direction": self.direction,
             "type": self.type,
             "received_at": self.received_at,
@@ -69,6 +79,8 @@ class Row:
         return (
             self.live.pk,
             self.seq,
+            self.stream,
+            self.bot_seq,
             self.direction,
             self.type,
             self.received_at,
@@ -92,7 +104,7 @@ class Row:
         self.type = storable(self.type[: protocol.MAX_TYPE])
         self.valid = False
         self.error = reply_text(f"could not be stored as sent ({problem}); stored escaped and cut")
-        self.reply = {"error": self.error, "seq": self.seq}
+        self.reply = {"error": self.error, "seq": self.bot_seq}
 
 
 def stored_message(text: str) -> Any:
@@ -111,6 +123,8 @@ def event_from_db(event: Event, preview: bool = False) -> dict:
         message = stored_message(event.message)
     return {
         "seq": event.seq,
+        "stream": event.stream,
+        "bot_seq": event.bot_seq,
         "direction": event.direction,
         "type": event.type,
         "received_at": event.received_at,
@@ -130,11 +144,13 @@ def event_time(sent_at: float | None, received_at: float) -> float:
     return sent_at if sent_at is not None else received_at
 
 
-def recent_events(session_pk: int, limit: int, upto_seq: int | None = None) -> list[dict]:
-    """A session's newest stored events (up to a seq), in seq order, long messages as previews."""
+def recent_events(session_pk: int, limit: int, upto_seq: int | None = None, after_seq: int | None = None) -> list[dict]:
+    """A session's newest stored events (after a seq, up to a seq), in seq order, long messages as previews."""
     queryset = Event.objects.filter(session_id=session_pk)
     if upto_seq is not None:
         queryset = queryset.filter(seq__lte=upto_seq)
+    if after_seq is not None:
+        queryset = queryset.filter(seq__gt=after_seq)
     rows = list(queryset.order_by("-seq")[:limit])
     return [event_from_db(e, preview=True) for e in reversed(rows)]
 

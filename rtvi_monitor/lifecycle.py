@@ -9,10 +9,17 @@ seconds) and sweeps:
   ended, at the time its bot left, with the reason it left.
 
 The grace only decides whether a reconnect continues the same session; the
-session's end is when its bot left. Every process sweeps, and every update is
-conditional, so several processes (or a bot coming back mid-sweep) are safe.
-The sweep runs when a process starts and then on its interval, so a session
-whose process died ends within the grace plus one interval of a restart.
+session's end is when its bot left. A bot that closes its socket with 1000
+(normal closure: its pipeline ended) is not coming back: its session ends at
+once. How a session ended (`EndKind`, `end_of`) is told from its messages and
+how its bot left: a fatal error; the client's disconnect-bot (hung up); a
+server process that stopped; a 1000 close (finished); or anything else, a
+dropped connection or another code, and no bot back within the grace (vanished).
+
+Every process sweeps, and every update is conditional, so several processes
+(or a bot coming back mid-sweep) are safe. The sweep runs when a process
+starts and then on its interval, so a session whose process died ends within
+the grace plus one interval of a restart.
 """
 
 import asyncio
@@ -22,21 +29,52 @@ import os
 import socket
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db.models import F
+from django.db import transaction
+from django.db.models import F, Min, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from rtvi_dashboard.wire import CLOSE_NORMAL
 
 from rtvi_monitor import cost, events, relay, writer
-from rtvi_monitor.dbthread import LIFECYCLE_THREAD, in_db_thread, start_once
-from rtvi_monitor.models import ServerProcess, Session, storable_json, summary_fields
+from rtvi_monitor.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
+from rtvi_monitor.models import EndKind, Event, ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
 
 logger = logging.getLogger(__name__)
 
 SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs
+
+FINISHED = CLOSE_NORMAL  # the close code of a bot whose pipeline ended: its session ends at once
+# Why a bot is away (Session.end_reason while it is), as the sweep reads it.
+LEFT = "bot disconnected"
+LEFT_WITH_SERVER = "server restarted"
+
+
+def end_of(state, left: str) -> tuple[str, str]:
+    """How a session ended, and the words for it: (EndKind value, reason).
+
+    `left` is how its bot left: LEFT, LEFT_WITH_SERVER, or "bot finished" (a
+    1000 close). What the messages say comes first: a fatal error, then the
+    client's disconnect-bot (whatever the bot's socket did after the caller
+    hung up, the call ended as the caller meant).
+    """
+    if state.fatal:
+        kind = EndKind.FATAL_ERROR
+    elif state.hung_up_at is not None:
+        kind = EndKind.CLIENT_HUNG_UP
+    elif left == LEFT_WITH_SERVER:
+        kind = EndKind.SERVER_RESTARTED
+    elif left == EndKind.BOT_FINISHED.label:
+        kind = EndKind.BOT_FINISHED
+    else:
+        kind = EndKind.BOT_VANISHED
+    return kind.value, kind.label
+
+
 _tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
 
@@ -45,13 +83,48 @@ def start() -> None:
     start_once(_tasks, _run)
 
 
+_wakes: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+GATHER = 0.05  # seconds a wake waits for more bots that finish together (500 closing at once: a few sweeps)
+
+
+def _wake() -> asyncio.Event:
+    return _wakes.setdefault(asyncio.get_running_loop(), asyncio.Event())
+
+
+def sweep_soon() -> None:
+    """A bot finished (closed with 1000): sweep now rather than at the next interval, to end its session."""
+    start()
+    _wake().set()
+
+
 async def _run() -> None:
+    wake = _wake()
     while True:
         try:
             await sweep()
         except Exception:
             logger.exception("Sweeping sessions failed; trying again in %s s", settings.SESSION_SWEEP_INTERVAL)
-        await asyncio.sleep(settings.SESSION_SWEEP_INTERVAL)
+        try:
+            await asyncio.wait_for(wake.wait(), _until_next_sweep(time.time()))
+            await asyncio.sleep(GATHER)
+        except TimeoutError:
+            pass
+        wake.clear()
+
+
+_next_due: float | None = None  # epoch seconds when the next away session's grace runs out, as last swept
+
+
+def _until_next_sweep(now: float) -> float:
+    """SESSION_SWEEP_INTERVAL, or less when an away session's grace runs out sooner.
+
+    So a session ends when its grace runs out, not up to a sweep later (500
+    bots that left together, in one region's outage, end together at the grace).
+    """
+    delay = settings.SESSION_SWEEP_INTERVAL
+    if _next_due is not None:
+        delay = min(delay, max(0.05, _next_due - now + 0.01))
+    return delay
 
 
 def _beat(now: datetime) -> None:
@@ -67,7 +140,7 @@ def _mark_orphans(now: datetime) -> int:
         Session.objects.live()
         .filter(bot_left_at__isnull=True)
         .exclude(holder__in=alive.values("id"))
-        .update(bot_left_at=Coalesce(F("last_event_at"), F("started_at")), holder="", end_reason="server restarted")
+        .update(bot_left_at=Coalesce(F("last_event_at"), F("started_at")), holder="", end_reason=LEFT_WITH_SERVER)
     )
 
 
@@ -81,12 +154,15 @@ def _reconcile(now: datetime, connected: set[int], quiet: bool) -> None:
     """
     if quiet:
         Session.objects.live().filter(holder=SERVER_ID, bot_left_at__isnull=True).exclude(pk__in=connected).update(
-            bot_left_at=now, end_reason="bot disconnected"
+            bot_left_at=now, end_reason=LEFT
         )
     if connected:
-        Session.objects.live().filter(pk__in=connected).exclude(holder=SERVER_ID, bot_left_at__isnull=True).update(
-            holder=SERVER_ID, bot_left_at=None, end_reason=""
-        )
+        # `connected` was read before this ran: a bot that finished (1000) since is not brought back
+        # (nothing but its own close writes "bot finished"; a bot that dropped meanwhile is marked away
+        # again by the next sweep).
+        Session.objects.live().filter(pk__in=connected).exclude(holder=SERVER_ID, bot_left_at__isnull=True).exclude(
+            holder=SERVER_ID, end_reason=EndKind.BOT_FINISHED.label
+        ).update(holder=SERVER_ID, bot_left_at=None, end_reason="")
 
 
 def heartbeat_timeout() -> float:
@@ -95,14 +171,27 @@ def heartbeat_timeout() -> float:
 
 
 def _due(now: datetime) -> list[tuple[int, datetime, str]]:
+    """Sessions to end: away past the grace, or whose bot finished (closed with 1000: no grace)."""
     cutoff = now - timedelta(seconds=settings.SESSION_END_GRACE)
-    return list(Session.objects.live().filter(bot_left_at__lt=cutoff).values_list("pk", "bot_left_at", "end_reason"))
+    finished = Q(bot_left_at__isnull=False, end_reason=EndKind.BOT_FINISHED.label)
+    return list(
+        Session.objects.live()
+        .filter(Q(bot_left_at__lt=cutoff) | finished)
+        .values_list("pk", "bot_left_at", "end_reason")
+    )
+
+
+def _next_due_at(now: datetime) -> float | None:
+    """When the grace of the next away session (not due yet) runs out, in epoch seconds; None if none is away."""
+    cutoff = now - timedelta(seconds=settings.SESSION_END_GRACE)
+    first = Session.objects.live().filter(bot_left_at__gte=cutoff).aggregate(first=Min("bot_left_at"))["first"]
+    return first.timestamp() + settings.SESSION_END_GRACE if first else None
 
 
 async def sweep() -> int:
     """Beat, then end every session whose bot has been away past the grace. Returns how many ended."""
 
-    connected = {pk for pk, here in registry.sessions.items() if here.connections > 0}
+    connected = connected_now()
     quiet = registry.connecting == 0  # no bot half-way through connecting here
 
     def step():
@@ -110,57 +199,110 @@ async def sweep() -> int:
         _beat(now)
         _reconcile(now, connected, quiet)
         orphans = _mark_orphans(now)
-        return orphans, _due(now)
+        return orphans, _due(now), _next_due_at(now)
 
-    orphans, due = await in_db_thread(step, executor=LIFECYCLE_THREAD)
+    global _next_due
+    orphans, due, _next_due = await in_db_thread(step, executor=LIFECYCLE_THREAD)
     if orphans:
         logger.info("%d live sessions lost their server process; they end after the grace period", orphans)
+    # A bot back on this process was seen by attach (which cleared bot_left_at already).
+    due = [(pk, left_at, reason) for pk, left_at, reason in due if pk not in connected_now()]
     ended = 0
-    for pk, left_at, reason in due:
-        here = registry.sessions.get(pk)
-        if here is not None and here.connections > 0:
-            continue  # its bot is back on this process; attach cleared bot_left_at already
-        reason = reason or "bot disconnected"
-        try:
-            # Its bot is not here: the state is what is stored (the registry holds connected sessions only).
-            gone = await _load(pk)
-            if gone is not None:
-                await end_session(gone, reason, ended_at=left_at.timestamp(), only_if_away=True)
-                ended += 1
-        except Exception:  # one session that cannot be ended must not keep the others live
-            logger.exception("Could not end session %s; trying again at the next sweep", pk)
+    for start in range(0, len(due), END_BATCH):
+        ended += await _end_away(due[start : start + END_BATCH])
     return ended
 
 
-async def _load(pk: int) -> LiveSession | None:
-    """A session nobody here holds, with its state replayed from what is stored."""
-
-    def load():
-        session = Session.objects.filter(pk=pk).first()
-        return (session, events.load_state(pk)[0]) if session else (None, None)
-
-    session, state = await in_db_thread(load)  # a long replay stays off the event loop
-    if session is None:
-        return None
-    return LiveSession(pk, session.organization_id, session.session_id, state, {})
+END_BATCH = 200  # sessions a sweep ends with one read of their events and one transaction
 
 
-async def bot_left(live_session: LiveSession, epoch: int) -> None:
+def connected_now() -> set[int]:
+    return {pk for pk, here in registry.sessions.items() if here.connections > 0}
+
+
+async def _end_away(due: list[tuple[int, datetime, str]]) -> int:
+    """End sessions whose bot has been away past the grace, at the time each left: in bulk.
+
+    Their states are replayed from one read of their events, and stored in
+    one transaction, on the lifecycle's thread: 500 bots that left together
+    (a region outage) end within the grace and one sweep, and the writer's
+    thread, where connected bots' acks wait, is not held up.
+    """
+    began = time.monotonic()
+    try:
+        gone = await in_db_thread(_load_many, [pk for pk, _, _ in due], executor=LIFECYCLE_THREAD)
+    except Exception:  # the next sweep tries again
+        logger.exception("Could not load %d sessions to end; trying again at the next sweep", len(due))
+        return 0
+    ends = []
+    for pk, left_at, reason in due:
+        live = gone.get(pk)
+        if live is None:
+            continue
+        try:
+            # Loaded for this end alone: nobody else holds its state, so no copy (the sweep's main cost).
+            ends.append(_final(live, reason or LEFT, left_at.timestamp(), shared=False))
+        except Exception:  # one session that cannot be ended must not keep the others live
+            logger.exception("Could not end session %s; trying again at the next sweep", pk)
+    stored = await in_db_thread(_store_ends, ends, True, executor=LIFECYCLE_THREAD)
+    for end, session in zip(ends, stored, strict=True):
+        if session is not None and end.live.pk not in connected_now():
+            await _relay_end(end, session)
+    ended = sum(1 for session in stored if session is not None)
+    logger.info("Ended %d sessions whose bots had left, in %.2f s", ended, time.monotonic() - began)
+    return ended
+
+
+def _load_many(pks: list[int]) -> dict[int, LiveSession]:
+    """Sessions nobody here holds, with their states replayed from one read of their stored events."""
+    sessions = {s.pk: s for s in Session.objects.filter(pk__in=pks)}
+    stored: dict[int, list[dict]] = {pk: [] for pk in sessions}
+    for event in Event.objects.filter(session_id__in=list(sessions)).order_by("session_id", "pk"):
+        stored[event.session_id].append(events.event_from_db(event))
+    loaded = {}
+    for pk, session in sessions.items():
+        state = events.replay(stored[pk])
+        state.take_changes()  # browsers have this state already; the end's patch starts here
+        loaded[pk] = LiveSession(pk, session.organization_id, session.session_id, state)
+    return loaded
+
+
+async def bot_left(
+    live_session: LiveSession, epoch: int, close_code: int | None = None, left_at: datetime | None = None
+) -> None:
     """The last bot connection of a session on this process closed: away, until the grace decides.
 
+    `close_code` is how the socket closed (the bot's close frame's code; 1006 when the
+    connection dropped without one); `left_at` when it closed (default: now). The
+    grace counts from then, not from when a busy server got round to storing it.
+    A bot that closed with 1000 (FINISHED) is not coming back: its session ends now (the sweep,
+    woken for it, within GATHER seconds), at `left_at`.
+
     Only if no bot connected since (`epoch`, bumped by every connection, here or elsewhere).
+    On the connecting bots' thread: 500 leaving at once do not hold up the writer's.
     """
+    left_at = left_at or timezone.now()
+    finished = close_code == FINISHED
+    left = EndKind.BOT_FINISHED.label if finished else LEFT
 
     def store():
         updated = (
             Session.objects.live()
             .filter(pk=live_session.pk, holder=SERVER_ID, ingest_epoch=epoch)
-            .update(bot_left_at=timezone.now(), end_reason="bot disconnected")
+            .update(bot_left_at=left_at, end_reason=left)
         )
-        return Session.objects.select_related("agent").get(pk=live_session.pk) if updated else None
+        if not updated or finished:  # a finished one's lists hear of its end, not of its leaving
+            return updated
+        return Session.objects.select_related("agent").get(pk=live_session.pk)
 
-    session = await in_db_thread(store)
-    if session is not None:
+    session = await in_db_thread(store, executor=CONNECT_THREAD)
+    if not session:
+        return
+    if finished:
+        # Ended by the sweep, woken for it: bots that finish together (a deploy, a region's calls at
+        # the hour) end in bulk on the lifecycle's thread, not one by one on the writer's.
+        sweep_soon()
+    else:
         await relay.session_changed(session, "away")
 
 
@@ -170,7 +312,7 @@ async def release() -> None:
     def store():
         now = timezone.now()
         Session.objects.live().filter(holder=SERVER_ID, bot_left_at__isnull=True).update(
-            bot_left_at=now, holder="", end_reason="server restarted"
+            bot_left_at=now, holder="", end_reason=LEFT_WITH_SERVER
         )
         ServerProcess.objects.filter(id=SERVER_ID).update(heartbeat_at=datetime(2000, 1, 1, tzinfo=UTC))
 
@@ -180,41 +322,92 @@ async def release() -> None:
         logger.warning("Could not release this process's sessions; the sweep will", exc_info=True)
 
 
-async def end_session(
-    live: LiveSession, reason: str, ended_at: float | None = None, only_if_away: bool = False
-) -> None:
-    """Store everything pending, then mark the session ended with its final state.
+@dataclass
+class _End:
+    """A session's end, made ready: its final state and the Session fields that say so."""
 
-    `ended_at` (epoch seconds) defaults to the last message's time. With
-    `only_if_away`, only if its bot is still away (no process has it back).
+    live: LiveSession
+    at: float
+    reason: str
+    kind: str
+    fields: dict
+    ended_from: int | None = None  # the version it was ended from, when it is ended already (not shared)
+
+
+def _final(live: LiveSession, left: str, at: float, shared: bool = True) -> _End:
+    """The session's final state; `left` is how its bot left (`end_of`).
+
+    A `shared` state (a bot's live session) is copied: the live one ends only
+    if the session really does, under the writer's lock (`_relay_end`). One
+    loaded for its end alone is ended in place (copying it was most of a
+    sweep's time).
     """
-    await writer.get_writer().flush()
-    at = ended_at if ended_at is not None else (live.state.last_at or time.time())
-    # The final state is stored first; the live one ends only if the session really did
-    # (a bot may come back mid-sweep, and then nothing changes).
-    final = copy.deepcopy(live.state)
-    final.end(at, reason)
+    if shared:
+        final, ended_from = copy.deepcopy(live.state), None
+    else:
+        final, ended_from = live.state, live.state.version
+    kind, reason = end_of(final, left)
+    final.end(at, reason, kind)
     fields = summary_fields(final)
+    fields["end_kind"] = kind
     fields["state"] = storable_json(final.to_dict())
-    end = datetime.fromtimestamp(at, tz=UTC)
+    fields["usage"] = final.usage
+    return _End(live, at, reason, kind, fields, ended_from)
 
-    def store():
-        fields["cost_usd"] = cost.session_cost(live.organization_id, final.usage)
-        queryset = Session.objects.filter(pk=live.pk, status=Session.Status.LIVE)
-        if only_if_away:
-            queryset = queryset.filter(bot_left_at__isnull=False)
-        ended = queryset.update(status=Session.Status.ENDED, ended_at=end, end_reason=reason, holder="", **fields)
-        return Session.objects.select_related("agent").get(pk=live.pk) if ended else None
 
-    session = await in_db_thread(store)
-    if session is None:
-        return
+def _store_ends(ends: list[_End], only_if_away: bool) -> list[Session | None]:
+    """Mark the sessions ended with their final states, in one transaction; None for one that was not.
+
+    With `only_if_away`, only those whose bot is still away (no process has it back).
+    """
+    ended: list[Session | None] = []
+    with transaction.atomic():
+        for end in ends:
+            fields = dict(end.fields)
+            fields["cost_usd"] = cost.session_cost(end.live.organization_id, fields.pop("usage"))
+            queryset = Session.objects.filter(pk=end.live.pk, status=Session.Status.LIVE)
+            if only_if_away:
+                queryset = queryset.filter(bot_left_at__isnull=False)
+            done = queryset.update(
+                status=Session.Status.ENDED,
+                ended_at=datetime.fromtimestamp(end.at, tz=UTC),
+                end_reason=end.reason,
+                holder="",
+                **fields,
+            )
+            ended.append(done)
+    rows = Session.objects.select_related("agent").in_bulk(
+        [e.live.pk for e, done in zip(ends, ended, strict=True) if done]
+    )
+    return [rows.get(end.live.pk) if done else None for end, done in zip(ends, ended, strict=True)]
+
+
+async def _relay_end(end: _End, session: Session) -> None:
+    """Browsers of the session get its end in order with the writer's relays; the lists get the row."""
+    live = end.live
 
     def end_live():  # under the writer's lock: after every batch already folded, before the next
-        version_from = live.state.version
-        live.state.end(at, reason)
+        version_from = end.ended_from
+        if version_from is None:
+            version_from = live.state.version
+            live.state.end(end.at, end.reason, end.kind)
         live.ended = True
         return relay.session_group(live.pk), relay.batch_message(live, [], version_from)
 
     await writer.get_writer().relay_in_order(end_live)
     await relay.session_changed(session, "ended")
+
+
+async def end_session(live: LiveSession, left: str, ended_at: float | None = None, only_if_away: bool = False) -> None:
+    """Store everything pending, then mark the session ended with its final state.
+
+    `left` is how its bot left, if it did (`end_of`; a fatal error is read from
+    the state). `ended_at` (epoch seconds) defaults to the last message's time.
+    With `only_if_away`, only if its bot is still away (no process has it back).
+    """
+    await writer.get_writer().flush()
+    at = ended_at if ended_at is not None else (live.state.last_at or time.time())
+    end = _final(live, left, at)
+    (session,) = await in_db_thread(_store_ends, [end], only_if_away)
+    if session is not None:
+        await _relay_end(end, session)

@@ -16,8 +16,9 @@ from django.db.models import Count
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from rtvi_monitor.models import Session
+from rtvi_monitor.models import FAILED_ENDS, Session
 from rtvi_monitor.protocol import CATALOG
+from rtvi_monitor.services import service_kind
 
 REGISTRY = CollectorRegistry()  # this process's own; the default one would mix in other libraries'
 
@@ -37,7 +38,7 @@ TURN_LATENCY = Histogram(
 )
 TTFB = Histogram(
     "rtvi_ttfb_seconds",
-    "Time to first byte reported by a bot's services, by service kind and model",
+    "Time to first byte reported by a bot's services, by service kind (stt, llm, tts or unknown) and model",
     ["organization", "service", "model"],
     buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5),
     registry=REGISTRY,
@@ -47,11 +48,6 @@ FLUSH = Histogram(
 )
 BACKLOG = Gauge("rtvi_writer_backlog", "Rows waiting for the database in this process", registry=REGISTRY)
 BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process", registry=REGISTRY)
-
-
-def _service(processor) -> str:
-    name = processor.lower() if isinstance(processor, str) else ""
-    return next((kind for kind in ("llm", "tts", "stt") if kind in name), "other")
 
 
 def record_batch(rows, turns_before: dict) -> None:
@@ -70,7 +66,7 @@ def record_batch(rows, turns_before: dict) -> None:
                 value = entry.get("value") if isinstance(entry, dict) else None
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                     model = entry.get("model") if isinstance(entry.get("model"), str) else ""
-                    TTFB.labels(org, _service(entry.get("processor")), model[:100]).observe(value)
+                    TTFB.labels(org, service_kind(entry.get("processor")), model[:100]).observe(value)
     for (org, result), n in results.items():
         MESSAGES.labels(org, result).inc(n)
     for live, position in turns_before.values():
@@ -109,11 +105,16 @@ class _Sessions:
             live.add_metric([row["agent_key"]], row["n"])
         yield live
         ended = CounterMetricFamily(
-            "rtvi_sessions", "Ended sessions, by agent and end reason", labels=["agent", "reason"]
+            "rtvi_sessions",
+            "Ended sessions, by agent and how they ended (client_hung_up, bot_finished, bot_vanished, fatal_error,"
+            " server_restarted; unknown for sessions ended before that was recorded); failed is true for the"
+            " last three",
+            labels=["agent", "end", "failed"],
         )
-        rows = sessions.filter(status=Session.Status.ENDED).values("agent_key", "end_reason").annotate(n=Count("id"))
+        rows = sessions.filter(status=Session.Status.ENDED).values("agent_key", "end_kind").annotate(n=Count("id"))
         for row in rows:
-            ended.add_metric([row["agent_key"], row["end_reason"] or "unknown"], row["n"])
+            failed = "true" if row["end_kind"] in FAILED_ENDS else "false"
+            ended.add_metric([row["agent_key"], row["end_kind"] or "unknown", failed], row["n"])
         yield ended
 
 

@@ -32,6 +32,20 @@ class IngestToken(Secret):
         verbose_name = "ingest token"
 
 
+class EndKind(models.TextChoices):
+    """How a session ended, from what its messages and its bot's socket said (rtvi_monitor/lifecycle.py)."""
+
+    CLIENT_HUNG_UP = "client_hung_up", "client hung up"  # the client sent disconnect-bot, then the bot left
+    BOT_FINISHED = "bot_finished", "bot finished"  # the bot closed its socket with 1000 (its pipeline ended)
+    BOT_VANISHED = "bot_vanished", "bot vanished"  # the connection dropped or closed otherwise, and no bot came back
+    FATAL_ERROR = "fatal_error", "fatal error"  # the bot reported a fatal error
+    SERVER_RESTARTED = "server_restarted", "server restarted"  # the dashboard process holding the bot stopped
+
+
+# The ends an operator should look at: the call did not end as somebody meant it to.
+FAILED_ENDS = frozenset({EndKind.BOT_VANISHED, EndKind.FATAL_ERROR, EndKind.SERVER_RESTARTED})
+
+
 class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
@@ -61,6 +75,7 @@ class SessionQuerySet(models.QuerySet):
             "status": Session.Status.LIVE,
             "ended_at": None,
             "end_reason": "",
+            "end_kind": "",
             "state": None,
         }
         if link:
@@ -99,6 +114,10 @@ class Session(models.Model):
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)
+    # How it ended (EndKind; blank while live, and for sessions ended before kinds were recorded), and
+    # the words for it. While the bot is away, end_reason says why it left ("bot disconnected",
+    # "server restarted") until the grace decides.
+    end_kind = models.CharField(max_length=20, choices=EndKind.choices, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)
     # Bumped on every bot connection.
     ingest_epoch = models.PositiveIntegerField(default=0)
@@ -160,18 +179,35 @@ class Session(models.Model):
         return "away" if self.bot_left_at else "connected"
 
     @property
+    def failed(self) -> bool:
+        """It ended, and not as anybody meant it to (FAILED_ENDS)."""
+        return self.end_kind in FAILED_ENDS
+
+    @property
     def duration_seconds(self) -> float | None:
         end = self.ended_at or self.last_event_at
         return (end - self.started_at).total_seconds() if end else None
 
 
 class Event(models.Model):
-    """One RTVI message as received, valid or not, in the bot's order (seq)."""
+    """One RTVI message as received, valid or not.
+
+    `seq` is the dashboard's numbering: the order the session's messages
+    were stored in (1, 2, 3...). `stream` and `bot_seq` are the bot's own:
+    the client that sent it (what it named in the ingest URL, "" for one
+    that names none) and the seq it gave it, for acks and resends
+    (rtvi_monitor/registry.py; docs/PROTOCOL.md).
+    """
 
     # Rows are written by rtvi_monitor.writer with one executemany per batch
     # (the ORM costs ~0.45 ms a row); keep the column list there in step.
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (session, seq) index leads with the session and serves every
+    # lookup by session. A second one cost each insert and, on SQLite, the planner chose it over
+    # event_log_idx once the table had more columns (the logs count read every event of the agent).
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.BigIntegerField()
+    stream = models.CharField(max_length=64, blank=True, default="", db_default="")
+    bot_seq = models.BigIntegerField(null=True, blank=True)
     direction = models.CharField(max_length=12)  # "to-client" (bot sent it) or "from-client"
     type = models.CharField(max_length=64, blank=True)
     received_at = models.FloatField(help_text="Epoch seconds when the dashboard received it.")
@@ -278,6 +314,8 @@ def session_row(session: Session) -> dict:
         "bot": session.bot_state,
         "away_since": session.bot_left_at.isoformat() if session.bot_left_at and session.bot_state else None,
         "end_reason": session.end_reason,
+        "end_kind": session.end_kind or None,
+        "failed": session.end_kind in FAILED_ENDS,
         "protocol_version": session.protocol_version,
         "started_at": session.started_at.isoformat(),
         "ended_at": session.ended_at.isoformat() if session.ended_at else None,
@@ -307,6 +345,7 @@ class AlertRule(models.Model):
         TURN_LATENCY_P95 = "turn_latency_p95_ms", "an agent's turn latency p95 above threshold ms"
         NO_SESSIONS = "no_sessions_minutes", "an agent that usually has sessions has had none"
         AGENTS_API_DOWN = "agents_api_down", "the agents API has been failing"
+        ENDED_BADLY = "ended_badly", "sessions ended badly (bot vanished, server restarted) at least threshold times"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="alert_rules")
     name = models.CharField(max_length=200)

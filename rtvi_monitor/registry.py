@@ -21,7 +21,8 @@ from rtvi_monitor.state import SessionState
 
 DIRECTIONS = ("to-client", "from-client")
 
-SEEN_WINDOW = 100_000  # seqs a session remembers what they hold
+SEEN_WINDOW = 100_000  # bot seqs a stream remembers what they hold
+MAX_STREAMS = 256  # streams a session remembers (a bot restart is a new one)
 EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
 
 SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
@@ -29,7 +30,15 @@ SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
 
 @dataclass(eq=False)
 class LiveSession:
-    """A session with a bot connected to this process: its state, and which seqs it has.
+    """A session with a bot connected to this process: its state, and which (stream, seq) pairs it holds.
+
+    Two numberings meet here. A bot numbers its messages within its stream
+    (`stream` is what its client names in the ingest URL, "" for a bot that
+    names none): those numbers are for acks and resends only. The dashboard
+    numbers what it stores in its own order (`Row.seq`, 1, 2, 3... per
+    session): garbage, bare messages and a second or restarted client all
+    take the next of those, so nothing a bot sends can take another
+    message's place.
 
     The state folds in only what is stored (Writer._after_store), so it, its
     patches and the database always describe the same messages.
@@ -39,80 +48,74 @@ class LiveSession:
     organization_id: Any
     session_id: str
     state: SessionState
-    seen: dict[int, int]  # seq -> hash of what it holds, pending or stored
+    # stream -> bot seq -> hash of what it holds (pending or stored), newest streams last
+    seen: dict[str, dict[int, int]] = field(default_factory=dict)
     agent_id: str = ""  # for the metrics' labels
-    max_seq: int = 0
+    max_seq: int = 0  # the dashboard's numbering: the last seq given to a row
     connections: int = 0
     last_summary_at: float = 0.0
     summary: dict = field(default_factory=dict)  # the fields of the next summary update
     usage: dict = field(default_factory=dict)  # the state's usage per model then, for its cost
     ended: bool = False
-    # seq -> repliers waiting for it to be stored (a resend of a pending seq)
-    waiting: dict[int, list[Replier]] = field(default_factory=dict)
+    # (stream, bot seq) -> its row while it waits to be stored (a resend waits for it too)
+    pending: dict[tuple[str, int], Row] = field(default_factory=dict)
 
     @property
     def next_seq(self) -> int:
         return self.max_seq + 1
 
-    def accept(self, frame: Any, received_at: float, replier: Replier) -> tuple[Row | None, dict | None]:
-        """Turn one frame (a wrapper, a bare RTVI message, or garbage) into a Row.
+    def accept(
+        self, frame: Any, received_at: float, replier: Replier, stream: str = ""
+    ) -> tuple[Row | None, dict | None]:
+        """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.
 
         `frame` is the parsed JSON, or the raw text when it was not JSON;
         validation keeps the text of whatever is invalid.
 
-        Returns (row, immediate_reply). A resend of a stored seq with the same
-        content gets an immediate ack and no row; everything else is recorded:
-        a seq that holds other content is recorded under a new seq, as invalid.
+        Returns (row, immediate_reply). A resend of a (stream, seq) that is
+        stored with the same content gets an immediate ack and no row; one
+        still pending is acked when it is stored. Everything else is recorded
+        under the dashboard's next seq: a (stream, seq) that holds other
+        content is recorded as invalid and reported, and keeps what it held.
         """
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
-            # Bare RTVI message, or something that is not even JSON: the next seq.
-            checked = protocol.check(frame)
-            return self._row(
-                self.next_seq, protocol.default_direction(checked.type), checked, received_at, None, None, replier
-            ), None
+            # Bare RTVI message, or something that is not even JSON: stored in the dashboard's order.
+            checked, text = stored_form(protocol.check(frame))
+            row = self._row(
+                stream, None, protocol.default_direction(checked.type), checked, received_at, None, "", text
+            )
+            if not checked.valid:
+                row.reply = {"error": reply_text(checked.error), "seq": None}
+            return self._wait(row, replier), None
 
         seq = frame["seq"]
         checked = protocol.check(frame["message"])
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
-            error = (
-                f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; "
-                f"recorded under seq {self.next_seq}"
-            )
-            reply = {"error": error, "seq": None}
+            error = f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; recorded without it"
+            checked, text = stored_form(checked)
             row = self._row(
-                self.next_seq,
-                protocol.default_direction(checked.type),
-                checked,
-                received_at,
-                None,
-                reply,
-                replier,
-                error,
+                stream, None, protocol.default_direction(checked.type), checked, received_at, None, error, text
             )
-            return row, None
+            row.reply = {"error": error, "seq": None}
+            return self._wait(row, replier), None
         checked, text = stored_form(checked)
-        held = self.seen.get(seq)
+        numbered = self.seen.get(stream)
+        held = numbered.get(seq) if numbered is not None else None
         if held is not None:
             if held == content_hash(text):
-                if seq in self.waiting:
-                    if replier not in self.waiting[seq]:
-                        self.waiting[seq].append(replier)
+                pending = self.pending.get((stream, seq))
+                if pending is not None:
+                    if replier not in pending.repliers:
+                        pending.repliers.append(replier)
                     return None, None
                 return None, {"ack": seq}
-            new_seq = self.next_seq
-            error = f"seq {seq} already holds a different message; this one is recorded as invalid under seq {new_seq}"
+            error = f"seq {seq} already holds a different message; this one is recorded as invalid beside it"
             row = self._row(
-                new_seq,
-                protocol.default_direction(checked.type),
-                checked,
-                received_at,
-                None,
-                {"error": error, "seq": seq},
-                replier,
-                error,
+                stream, seq, protocol.default_direction(checked.type), checked, received_at, None, error, text
             )
-            return row, None
+            row.reply = {"error": error, "seq": seq}
+            return self._wait(row, replier), None
 
         direction = frame.get("direction") or protocol.default_direction(checked.type)
         wrapper_error = ""
@@ -125,33 +128,55 @@ class LiveSession:
                 wrapper_error or f"sent_at: expected epoch seconds near now, got {protocol.describe(sent_at)}"
             )
             sent_at = None
+        row = self._row(stream, seq, direction, checked, received_at, sent_at, wrapper_error, text)
         if not checked.valid or wrapper_error:
-            reply = {"error": reply_text(checked.error or wrapper_error), "seq": seq}
+            row.reply = {"error": reply_text(checked.error or wrapper_error), "seq": seq}
         elif not checked.known:
-            reply = {"ack": seq, "warning": f"unknown RTVI type {checked.type!r}: stored, not interpreted"}
+            row.reply = {"ack": seq, "warning": f"unknown RTVI type {checked.type!r}: stored, not interpreted"}
         else:
-            reply = {"ack": seq}
-        return self._row(seq, direction, checked, received_at, sent_at, reply, replier, wrapper_error, text), None
+            row.reply = {"ack": seq}
+        self._hold(stream, seq, content_hash(text), row)
+        return self._wait(row, replier), None
 
-    def _row(self, seq, direction, checked, received_at, sent_at, reply, replier, extra_error="", text=None) -> Row:
-        if text is None:
-            checked, text = stored_form(checked)
-        if reply is None and not checked.valid:
-            reply = {"error": reply_text(checked.error), "seq": None}
-        self.seen[seq] = content_hash(text)
-        self.max_seq = max(self.max_seq, seq)
-        if len(self.seen) > 2 * SEEN_WINDOW:
+    def _hold(self, stream: str, seq: int, digest: int, row: Row) -> None:
+        """(stream, seq) holds this row's content from now on (its resends are acked, not stored)."""
+        held = self.seen.get(stream)
+        if held is None:
+            if len(self.seen) >= MAX_STREAMS:
+                del self.seen[next(iter(self.seen))]  # the oldest stream: its resends are long past
+            held = self.seen[stream] = {}
+        held[seq] = digest
+        if len(held) > 2 * SEEN_WINDOW:
             # Seqs long past are forgotten (a bot resends only what is recent); memory stays bounded.
-            floor = self.max_seq - SEEN_WINDOW
-            self.seen = {s: h for s, h in self.seen.items() if s > floor}
-        if reply is not None:
-            self.waiting[seq] = [replier]
+            floor = max(held) - SEEN_WINDOW
+            self.seen[stream] = {s: h for s, h in held.items() if s > floor}
+        row.holds = True
+        self.pending[(stream, seq)] = row
+
+    @staticmethod
+    def _wait(row: Row, replier: Replier) -> Row:
+        if row.reply is not None:
+            row.repliers.append(replier)
+        return row
+
+    def stored(self, row: Row) -> None:
+        """The writer is done with `row`, which holds its (stream, seq) (stored, or refused): it waits no more."""
+        key = (row.stream, row.bot_seq)
+        if self.pending.get(key) is row:
+            del self.pending[key]
+        if row.refused:
+            # Not kept: a resend must be taken, not acked.
+            self.seen.get(row.stream, {}).pop(row.bot_seq, None)
+
+    def _row(self, stream, bot_seq, direction, checked, received_at, sent_at, extra_error, text) -> Row:
+        """The next row in the dashboard's order; `checked` and `text` as stored_form() made them."""
+        self.max_seq += 1
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
         message = checked.message if checked.message is not None else checked.raw
         return Row(
             self,
-            seq,
+            self.max_seq,
             direction,
             storable(checked.type)[: protocol.MAX_TYPE],
             received_at,
@@ -160,8 +185,9 @@ class LiveSession:
             text,
             valid,
             error,
-            reply,
-            replier,
+            None,
+            stream=stream,
+            bot_seq=bot_seq,
         )
 
 
@@ -171,6 +197,23 @@ def _plausible_time(value: Any, now: float) -> bool:
         and not isinstance(value, bool)
         and EARLIEST_SENT_AT <= value <= now + SENT_AT_AHEAD
     )
+
+
+def held_seqs(stored: list[dict]) -> dict[str, dict[int, int]]:
+    """What each (stream, bot seq) holds, from stored events in the order they were stored.
+
+    The first message stored under a (stream, seq) is the one it holds; a
+    conflicting one stored later beside it holds nothing.
+    """
+    seen: dict[str, dict[int, int]] = {}
+    for event in stored:
+        if event["bot_seq"] is not None:
+            seen.setdefault(event["stream"], {}).setdefault(event["bot_seq"], content_hash(stored_text(event)))
+    for stream, held in list(seen.items())[-MAX_STREAMS:]:
+        if len(held) > SEEN_WINDOW:
+            floor = max(held) - SEEN_WINDOW
+            seen[stream] = {s: h for s, h in held.items() if s > floor}
+    return dict(list(seen.items())[-MAX_STREAMS:])
 
 
 class Registry:
@@ -212,7 +255,7 @@ class Registry:
             session_id=session.session_id,
             agent_id=session.agent_key,
             state=state,
-            seen={e["seq"]: content_hash(stored_text(e)) for e in stored[-SEEN_WINDOW:]},
+            seen=held_seqs(stored),
             max_seq=max((e["seq"] for e in stored), default=0),
         )
 

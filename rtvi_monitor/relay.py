@@ -18,6 +18,7 @@ gets its own relays back from Redis too, and drops them (`origin`).
 """
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -237,3 +238,39 @@ class BrowserStream:
             return "resync"
         self.sent = version
         return "send"
+
+
+BROWSER_REQUEST_FIELDS = ("ack", "snapshot", "since")
+BROWSER_REQUEST_MAX = 1000  # characters: a page's requests are a few dozen
+
+
+def browser_request(data: str | bytes | None) -> tuple[dict, str]:
+    """A page's request on its session socket, checked: (request, "") or ({}, what is wrong).
+
+    A page sends {"ack": version} (what it has rendered) and {"snapshot": true}
+    (a fresh copy), optionally with "since": seq (the events after that seq,
+    for a page that has the ones before). Anything else is answered with what
+    was wrong, never with silence.
+    """
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    if not data or len(data) > BROWSER_REQUEST_MAX:
+        return {}, f"expected a JSON object of at most {BROWSER_REQUEST_MAX} characters"
+    try:
+        request = json.loads(data)
+    except ValueError:
+        request = None
+    if not isinstance(request, dict):
+        return {}, 'expected a JSON object: {"ack": version} or {"snapshot": true, "since": seq}'
+    unknown = sorted(set(request) - set(BROWSER_REQUEST_FIELDS))
+    if unknown:
+        return {}, f"unknown field {unknown[0]!r}: expected ack, snapshot or since"
+    for name in ("ack", "since"):
+        value = request.get(name)
+        if name in request and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            return {}, f"{name}: expected a whole number from 0, got {json.dumps(value)[:40]}"
+    if "snapshot" in request and request["snapshot"] is not True:
+        return {}, "snapshot: expected true"
+    if "since" in request and "snapshot" not in request:
+        return {}, 'since: only with "snapshot": true'
+    return request, ""

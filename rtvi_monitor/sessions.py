@@ -4,14 +4,15 @@ from datetime import datetime, timedelta
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Floor
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from rtvi_monitor import events
+from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import Session
+from rtvi_monitor.models import AlertRule, Session
 from rtvi_monitor.traces import session_traces
 
 
@@ -95,14 +96,19 @@ def session_detail(session: Session) -> dict:
     }
 
 
-def overview(organization, now) -> dict:
-    """What the home page answers "is everything fine?" with: live sessions, what is wrong, and each agent."""
+def overview(organization, now, listed=None) -> dict:
+    """What the home page answers "is everything fine?" with: live sessions, what is wrong, and each agent.
+
+    `listed`: the organization's agents as its agents API lists them (dashboard.agents.AgentRecord; the
+    last good copy when the upstream fails), or None when there is no list to go by. Every listed agent
+    has a row, sessions or not, beside the agents known only from sessions (see agents_with_health).
+    """
     live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
     last_hour = Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
     badly = Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24)).filter(
         Q(fatal=True) | Q(end_reason="server restarted")
     )
-    agents = agent_overview(organization, now)
+    agents = agents_with_health(organization, now, agent_overview(organization, now), listed)
     since = day_start(now)
     # Every session's cost, those with no agent too (the agents' rows leave them out).
     cost = Session.objects.filter(organization=organization, started_at__gte=since).aggregate(total=Sum("cost_usd"))
@@ -116,6 +122,7 @@ def overview(organization, now) -> dict:
         "ended_badly": list(badly.select_related("agent").order_by("-ended_at")[:20]),
         "ended_badly_count": badly.count(),
         "agents": agents,
+        "agents_listed": listed is not None,
         "cost_usd": cost["total"],
     }
 
@@ -221,6 +228,136 @@ def agent_overview(organization, now) -> list[dict]:
         entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
     return sorted(
         agents.values(), key=lambda e: (-e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or "")
+    )
+
+
+# How dead an agent is, worst first: the Overview sorts by it before anything else.
+NOT_READY, NO_DEPLOYMENT, SILENT, FINE = 0, 1, 2, 3
+
+
+def no_sessions_settings(organization) -> tuple[float, int]:
+    """(threshold, window minutes) of "usually has sessions, has had none": the organization's own enabled
+    organization-wide no_sessions_minutes alert rule when it has one, else that condition's defaults."""
+    rule = (
+        AlertRule.objects.filter(
+            organization=organization, condition=AlertRule.Condition.NO_SESSIONS, enabled=True, agent__isnull=True
+        )
+        .order_by("pk")
+        .first()
+    )
+    return settings_of(rule) if rule else DEFAULTS[AlertRule.Condition.NO_SESSIONS]
+
+
+def silent_agents(organization, now) -> dict[str, dict]:
+    """The agents that usually have sessions but have had none lately, by agent_key.
+
+    The rule of the no_sessions_minutes alert (rtvi_monitor/alerts.py), with its threshold and window
+    (no_sessions_settings; by default 3 sessions, 30 minutes): an agent with at least `threshold`
+    sessions started in the 24 hours before the last `window` minutes, none started within them, and
+    none live. Each value: {"name": the name its sessions recorded, "before": sessions in those 24
+    hours, "window_minutes": window}.
+
+    The usual agents are counted by the database per agent and, like the Overview's earlier hours,
+    reused for PAST_HOURS_TTL (their 24 hours then end up to that much earlier); whether they have a
+    session now is asked on every load, one index lookup per usual agent. Over a day of 100,000
+    sessions (bench/overview.py's, SQLite): ~80 ms once per PAST_HOURS_TTL, then ~3 ms a load (the
+    alert's own evaluation reads every row; this is the Overview's, reloaded on every session change).
+    """
+    threshold, window = no_sessions_settings(organization)
+    since = now - timedelta(minutes=window)
+    sessions = Session.objects.filter(organization=organization).exclude(agent_key="")
+    key = f"overview:usual:v1:{organization.pk}:{threshold:g}:{window}"
+    usual = cache.get(key)
+    if usual is None:
+        usual = {
+            row["agent_key"]: (row["name"], row["before"])
+            for row in sessions.filter(started_at__gte=since - timedelta(hours=24), started_at__lt=since)
+            .values("agent_key")
+            .annotate(before=Count("id"), name=Max("agent_name"))
+            .filter(before__gte=threshold)
+        }
+        cache.set(key, usual, PAST_HOURS_TTL)
+    if not usual:
+        return {}
+    # Ordered by start as the sessions page's index is: SQLite then reads only the live rows.
+    live = set(sessions.filter(status=Session.Status.LIVE).order_by("-started_at").values_list("agent_key", flat=True))
+    return {
+        agent_id: {"name": name, "before": before, "window_minutes": window}
+        for agent_id, (name, before) in usual.items()
+        if agent_id not in live and not sessions.filter(agent_key=agent_id, started_at__gte=since).exists()
+    }
+
+
+def _blank_agent(agent_id: str, name: str, since) -> dict:
+    """An agent's row with no session in the Overview's window: zeros and unknowns, shaped as agent_overview's."""
+    return {
+        "agent_id": agent_id,
+        "name": name,
+        "live": 0,
+        "sessions": 0,
+        "with_errors": 0,
+        "fatal": 0,
+        "cost_usd": None,
+        "hours": [{"start": since + timedelta(hours=i), "sessions": 0, "p50": None, "p95": None} for i in range(HOURS)],
+        "p50": None,
+        "p95": None,
+        "error_rate": None,
+        "hours_sessions": [0] * HOURS,
+    }
+
+
+def agents_with_health(organization, now, figures: list[dict], listed) -> list[dict]:
+    """Every agent the Overview shows, each with what is wrong with it, dead ones first.
+
+    The rows are `figures` (agent_overview: the agents with sessions in the window) merged with
+    `listed` (the agents API's records; None: no list to go by) by the agents API's id, which is
+    what Session.agent_key keeps (rtvi_monitor/agent_link.py). A listed agent with no session gets a
+    row of zeros and the API's name; an agent known only from sessions keeps the name they recorded
+    and, when there is a list, `unlisted` (the list does not have it: renamed away or deleted).
+
+    An agent is dead, its reasons in `problems` (worst first), when:
+      (a) NOT_READY: the agents API says it cannot take sessions: its status is "deleted" (the list's
+          record has no `ready` of its own; that is in GET /agents/{name}, one call per agent);
+      (b) NO_DEPLOYMENT: the agents API lists it with no active deployment;
+      (c) SILENT: it usually has sessions but has had none lately (silent_agents: the
+          no_sessions_minutes alert's rule).
+    `dead` is the worst of them (FINE when none). Sorted by it, then as agent_overview sorts.
+    """
+    since = day_start(now)
+    rows = {entry["agent_id"]: entry for entry in figures}
+    records = {record.id: record for record in listed or ()}
+    for record in records.values():
+        if record.id not in rows:
+            rows[record.id] = _blank_agent(record.id, record.name, since)
+    silent = silent_agents(organization, now)
+    for agent_id, quiet in silent.items():
+        if agent_id not in rows:  # its sessions are all a little older than the window's first hour
+            rows[agent_id] = _blank_agent(agent_id, quiet["name"], since)
+    for agent_id, entry in rows.items():
+        record = records.get(agent_id)
+        # The agents API's name when it knows the agent (it may have been renamed), else the one sessions recorded.
+        entry["name"] = record.name if record else entry["name"] or agent_id
+        entry["listed"] = record is not None
+        entry["unlisted"] = listed is not None and record is None
+        problems = []
+        if record is not None and record.deleted_at:
+            problems.append((NOT_READY, "not ready: the agents API lists it as deleted, so it takes no sessions"))
+        if record is not None and not record.active_deployment_id:
+            problems.append((NO_DEPLOYMENT, "no active deployment: the agents API has nothing to start a session on"))
+        if agent_id in silent:
+            quiet = silent[agent_id]
+            problems.append(
+                (
+                    SILENT,
+                    f"no session in the last {quiet['window_minutes']} min "
+                    f"(it had {quiet['before']} in the 24 h before)",
+                )
+            )
+        entry["problems"] = [text for _, text in problems]
+        entry["dead"] = min((rank for rank, _ in problems), default=FINE)
+    return sorted(
+        rows.values(),
+        key=lambda e: (e["dead"], -e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or ""),
     )
 
 

@@ -24,11 +24,13 @@ Pipecat 1.14 pipeline's traffic, see tests/rtvi_samples.py):
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rtvi_monitor.protocol import CATALOG, protocol_version
+from rtvi_monitor.services import service_kind
 
 # Memory bounds for long sessions; past them the newest entries are kept.
 MAX_POINTS = 2000  # per metric series
@@ -86,6 +88,35 @@ def error_of(msg_type: str, data: dict) -> tuple[Any, bool]:
         return data.get("error"), False
     text = data.get("message") if isinstance(data.get("message"), str) else data.get("error")
     return text, data.get("fatal") is True
+
+
+# What Pipecat puts in a call's result when the function's handler raised
+# (LLMService.FUNCTION_CALL_ERROR_MESSAGE_TEMPLATE).
+PIPECAT_CALL_FAILED = re.compile(r"The function `[^`]*` failed and returned no result\.")
+FAILED_STATUSES = frozenset({"error", "failed", "failure"})
+
+
+def call_failure(result: Any) -> str | None:
+    """What went wrong when a function call's result says the call failed; None when it does not.
+
+    A call failed when its result is an object with a non-empty "error" (how a
+    Pipecat function reports a failure: `result_callback({"error": "timed out"})`),
+    an object whose "status" is "error", "failed" or "failure", or Pipecat's own
+    text for a handler that raised. The text is the error's (or the message's),
+    else the whole result. Any other result is a result, however it reads: a
+    call is not guessed to have failed.
+    """
+    if isinstance(result, str):
+        return result.strip() if PIPECAT_CALL_FAILED.fullmatch(result.strip()) else None
+    if not isinstance(result, dict):
+        return None
+    error, status = result.get("error"), result.get("status")
+    if not error and not (isinstance(status, str) and status.lower() in FAILED_STATUSES):
+        return None  # {"error": null} and the like: a result that has room for an error, and none
+    said = error.get("message") if isinstance(error, dict) else (error or result.get("message"))
+    if isinstance(said, str) and said.strip():
+        return _clip(said.strip())
+    return _clip(json.dumps(error or result, ensure_ascii=False))
 
 
 def percentile(ordered: list[float], p: float) -> float | None:
@@ -303,6 +334,8 @@ class SessionState:
         self.fatal = False
         self.ended = False
         self.end_reason = ""
+        self.end_kind = ""  # models.EndKind's value once ended
+        self.hung_up_at: float | None = None  # when the client sent disconnect-bot
         self.metrics: dict[str, dict[str, Tail]] = {}
         self.version = 0  # messages folded in so far: where a patch stream stands
         self._changed: set[str] = set()  # whole sections (function_calls, client_messages) changed
@@ -776,6 +809,7 @@ class SessionState:
                 "args": None,
                 "status": "requested",
                 "result": None,
+                "error": None,  # what went wrong, when status is "failed"
                 "started_at": at,
                 "ended_at": None,
                 "duration_ms": None,
@@ -791,7 +825,12 @@ class SessionState:
             call["args"] = bounded(args, event.seq)
         return call
 
-    def _end_call(self, call: dict, status: str, at: float) -> None:
+    def _end_call(self, call: dict, status: str, at: float, result: Any = None) -> None:
+        """The call is over: cancelled, else failed when its result says so (call_failure), else completed."""
+        if status == "completed":
+            call["error"] = call_failure(result)
+            if call["error"] is not None:
+                status = "failed"
         call["status"] = status
         if call["ended_at"] is None:
             call["ended_at"] = at
@@ -809,12 +848,12 @@ class SessionState:
         call = self._call(data, event, at)
         if data.get("result") is not None:
             call["result"] = bounded(data["result"], event.seq)
-        self._end_call(call, "cancelled" if data.get("cancelled") is True else "completed", at)
+        self._end_call(call, "cancelled" if data.get("cancelled") is True else "completed", at, data.get("result"))
 
     def _fc_result(self, event, message, data, at):
         call = self._call(data, event, at)
         call["result"] = bounded(data["result"], event.seq)
-        self._end_call(call, "completed", at)
+        self._end_call(call, "completed", at, data["result"])
 
     # client-server messaging
     def _client_request(self, event, message, data, at):
@@ -884,7 +923,7 @@ class SessionState:
         )
         if fatal:
             self.fatal = True
-            self.end(at, "fatal error")
+            self.end(at, "fatal error", "fatal_error")
 
     # metrics
     def _metrics(self, event, message, data, at):
@@ -896,7 +935,7 @@ class SessionState:
                     continue
                 model = entry.get("model") if isinstance(entry.get("model"), str) else ""
                 processor = entry.get("processor")
-                if model and isinstance(processor, str) and "llm" in processor.lower():
+                if model and service_kind(processor) == "llm":
                     self._llm_model = _clip(model, 200)
                 if kind == "tokens":
                     self._tokens(entry, at, model or self._llm_model)
@@ -959,9 +998,11 @@ class SessionState:
         points.append([at, value])
 
     def _turn_ttfb(self, processor: Any, value_ms: float) -> None:
-        """The first LLM and TTS time-to-first-byte of a turn (the start-of-session zeros excluded)."""
-        name = processor.lower() if isinstance(processor, str) else ""
-        key = "llm_ttfb_ms" if "llm" in name else "tts_ttfb_ms" if "tts" in name else None
+        """The first LLM and TTS time-to-first-byte of a turn (the start-of-session zeros excluded).
+
+        An STT's, or an unknown processor's, is neither.
+        """
+        key = {"llm": "llm_ttfb_ms", "tts": "tts_ttfb_ms"}.get(service_kind(processor))
         turn = self._metrics_turn
         if key and turn[key] is None:
             turn[key] = value_ms
@@ -971,14 +1012,19 @@ class SessionState:
     def _disconnect_bot(self, event, message, data, at):
         self._client_request(event, message, data, at)
         self.markers.append({"at": at, "kind": "disconnect-bot", "seq": event.seq})
+        if self.hung_up_at is None:
+            self.hung_up_at = at
 
     # --- the session's end, which the server knows and the messages may not ---
 
-    def end(self, at: float, reason: str) -> None:
-        """The session ended (its bot left, or a fatal error): nobody speaks or works any more."""
+    def end(self, at: float, reason: str, kind: str = "") -> None:
+        """The session ended (its bot left, or a fatal error): nobody speaks or works any more.
+
+        `kind` is how (rtvi_monitor.models.EndKind's value), `reason` the words for it.
+        """
         if self.ended:
             return
-        self.ended, self.end_reason = True, reason
+        self.ended, self.end_reason, self.end_kind = True, reason, kind
         at = max(at, self.last_at or at)
         for lane in self.lanes.values():
             lane.stop(at)
@@ -1035,6 +1081,7 @@ class SessionState:
             "fatal": self.fatal,
             "ended": self.ended,
             "end_reason": self.end_reason,
+            "end_kind": self.end_kind,
             "totals": {**self.totals, "stt_audio_seconds": round(self.totals["stt_audio_seconds"], 3)},
             "usage": {model: {k: round(v, 3) for k, v in use.items()} for model, use in self.usage.items()},
             "counts": {**self.counts, "by_type": dict(self.counts["by_type"])},

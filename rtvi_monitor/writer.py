@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from rtvi_monitor import cost, lifecycle, metrics
@@ -52,22 +53,43 @@ def _db_values(names: list[str], values: dict) -> list:
     return [Session._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
 
 
+COLUMNS = (
+    "session_id",
+    "seq",
+    "stream",
+    "bot_seq",
+    "direction",
+    "type",
+    "received_at",
+    "sent_at",
+    "message",
+    "valid",
+    "error",
+)
+
+
 def _insert_sql(rows: int) -> str:
-    """One INSERT of `rows` events (multi-row VALUES), stored once per (session, seq)."""
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    """One INSERT of `rows` events (multi-row VALUES); a (session, seq) already taken is skipped, and counted."""
+    values = ", ".join(["(" + ", ".join(["%s"] * len(COLUMNS)) + ")"] * rows)
     return (
-        f"INSERT INTO {Event._meta.db_table} "
-        "(session_id, seq, direction, type, received_at, sent_at, message, valid, error) "
+        f"INSERT INTO {Event._meta.db_table} ({', '.join(COLUMNS)}) "
         f"VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING"
     )
 
 
 def _rows_per_insert() -> int:
-    """How many events one INSERT may carry: the database's limit on parameters (9 a row), at most 1,000 rows."""
+    """How many events one INSERT may carry: the database's limit on parameters, at most 1,000 rows."""
     limit = connection.features.max_query_params or 9_000
     if connection.vendor == "sqlite" and hasattr(connection.connection, "getlimit"):
         limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # Django assumes 999
-    return max(1, min(1_000, limit // 9))
+    return max(1, min(1_000, limit // len(COLUMNS)))
+
+
+RENUMBER_TRIES = 100  # each lost try is a commit of another process's in between
+
+
+class SeqTaken(Exception):
+    """Another process stored under a seq this one gave (two processes held one session at once)."""
 
 
 class Writer:
@@ -166,6 +188,8 @@ class Writer:
             sessions: dict[int, tuple[LiveSession, int]] = {}
             turns_before: dict[int, tuple[LiveSession, int]] = {}
             for row in batch:
+                if row.seq > row.live.max_seq:  # renumbered past what another process stored
+                    row.live.max_seq = row.seq
                 if row.live.pk not in sessions:
                     sessions[row.live.pk] = (row.live, row.live.state.version)
                     turns_before[row.live.pk] = (row.live, row.live.state.turns.next_position())
@@ -226,8 +250,11 @@ class Writer:
             escaped = 0
         except UNAVAILABLE:
             raise
-        except Exception:
-            logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
+        except Exception as exc:
+            if isinstance(exc, SeqTaken):  # a bot of the session on another process too: renumbered, not refused
+                logger.info("Another process stored under seqs this one gave; storing %d row by row", len(batch))
+            else:
+                logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
             escaped = cls._store_alone(batch, last_event_at)
             with transaction.atomic():
                 cls._summaries_alone(fields)
@@ -240,24 +267,51 @@ class Writer:
         for row in batch:
             try:
                 with transaction.atomic():
-                    cls._insert([row], last_event_at)
+                    cls._insert_renumbered(row, last_event_at)
                 continue
             except UNAVAILABLE:
                 raise
+            except SeqTaken:
+                # Never escaped for this: its text is fine, only no number could be had (RENUMBER_TRIES lost).
+                row.refused = "could not be numbered: other processes kept storing in this session; send it again"
+                row.reply = {"error": row.refused, "seq": row.bot_seq}
+                logger.error("RTVI message %s of session %s found no free seq", row.bot_seq, row.live.session_id)
+                continue
             except Exception as exc:
                 row.quarantine(type(exc).__name__)
             try:
                 with transaction.atomic():
-                    cls._insert([row], last_event_at)
+                    cls._insert_renumbered(row, last_event_at)
                 escaped += 1
             except UNAVAILABLE:
                 raise
             except Exception as exc:
                 # Not even escaped: it cannot be stored, and the bot is told so (nothing else is held up).
                 row.refused = f"could not be stored ({type(exc).__name__}); not kept"
-                row.reply = {"error": row.refused, "seq": row.seq}
+                row.reply = {"error": row.refused, "seq": row.bot_seq}
                 logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
         return escaped
+
+    @classmethod
+    def _insert_renumbered(cls, row: Row, last_event_at) -> None:
+        """One row; if another process took its seq meanwhile, under the session's next free one.
+
+        The session's row is locked first (SELECT ... FOR UPDATE on PostgreSQL;
+        SQLite lets one writer in at a time anyway), so the processes that
+        renumber one session take turns. A process's own batches do not take
+        the lock; each seq they take makes the next read of the highest one
+        higher, so every try but the last one lost to a commit of theirs.
+        """
+        if connection.features.has_select_for_update:
+            list(Session.objects.select_for_update().filter(pk=row.live.pk).values_list("pk"))
+        for _ in range(RENUMBER_TRIES):
+            try:
+                cls._insert([row], last_event_at)
+                return
+            except SeqTaken:
+                taken = Event.objects.filter(session_id=row.live.pk).aggregate(m=Max("seq"))["m"] or 0
+                row.seq = max(row.seq, taken) + 1
+        raise SeqTaken()
 
     @classmethod
     def _summaries(cls, fields: dict[int, dict]) -> None:
@@ -301,6 +355,8 @@ class Writer:
             for start in range(0, len(rows), size):
                 chunk = rows[start : start + size]
                 cursor.execute(_insert_sql(len(chunk)), [p for row in chunk for p in row.as_params()])
+                if cursor.rowcount != len(chunk):
+                    raise SeqTaken()
             cursor.execute(
                 _update_sql(["last_event_at"], "{pk} IN (" + ", ".join(["%s"] * len(pks)) + ")"),
                 [*_db_values(["last_event_at"], {"last_event_at": last_event_at}), *pks],
@@ -331,9 +387,9 @@ class Writer:
     ) -> None:
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
-            if row.refused:
-                row.live.seen.pop(row.seq, None)
-            for replier in row.live.waiting.pop(row.seq, ()):
+            if row.holds:
+                row.live.stored(row)
+            for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
         for replier, payloads in replies.items():

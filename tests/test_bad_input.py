@@ -161,12 +161,21 @@ async def replies(socket, wait: float = 1.0) -> list[dict]:
         wait = 0.3
 
 
-async def stored(server, session_id) -> dict[int, dict]:
+async def stored_lines(server, session_id) -> list[dict]:
+    """Every stored message of the session, in the dashboard's order."""
     async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}) as api:
         response = await api.get(f"/api/sessions/{session_id}/events.ndjson")
     assert response.status_code == 200, response.text
-    lines = [json.loads(line) for line in response.text.splitlines()]
-    return {line["seq"]: line for line in lines}
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+async def stored(server, session_id) -> dict[int, dict]:
+    """The stored messages the bot numbered, by the bot's seq (the first one stored under it)."""
+    events: dict[int, dict] = {}
+    for line in await stored_lines(server, session_id):
+        if line["bot_seq"] is not None:
+            events.setdefault(line["bot_seq"], line)
+    return events
 
 
 class Healthy:
@@ -213,12 +222,13 @@ async def test_a_bad_input_is_answered_and_recorded_and_stops_nobody(server, nam
         assert {"ack": good_seq} in await replies(bad, 2.0)
         await healthy.check()
     events = await stored(server, session_id)
-    assert events, "the bad input was not recorded"
+    lines = await stored_lines(server, session_id)
     assert events[good_seq]["message"] == TEXT
     acked = [a["ack"] for a in answers if "ack" in a]
     for seq in acked:
         assert seq in events
-    assert len(events) >= 2  # the bad frame's record(s), and the good message
+    assert len(lines) >= 2, "the bad input was not recorded"  # the bad frame's record(s), and the good message
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))  # the dashboard's own order
     healthy_events = await stored(server, f"healthy-{session_id}")
     assert {seq: healthy_events[seq]["message"] for seq in healthy.acked} == healthy.acked
 
@@ -231,23 +241,30 @@ async def test_1500_copies_of_a_pending_seq_get_one_reply(server):
         answers = await replies(bad)
     assert answers == [{"ack": 1, "warning": f"unknown RTVI type {'z' * 60!r}: stored, not interpreted"}]
     assert list(await stored(server, session_id)) == [1]
+    assert len(await stored_lines(server, session_id)) == 1
 
 
 async def test_a_seq_that_holds_other_content_is_an_error_and_both_are_kept(server):
     session_id = f"conflict-{uuid.uuid4().hex[:10]}"
+    other = rtvi("bot-llm-text", {"text": "something else"})
     async with connect(server, session_id) as bot:
-        await bot.send(json.dumps(rtvi("bot-ready", {"version": "2.1.0"})))  # bare: takes seq 1
-        await bot.send(json.dumps(wrap(1, TEXT, sent_at=NOW)))  # seq 1 again, other content
+        await bot.send(json.dumps(rtvi("bot-ready", {"version": "2.1.0"})))  # bare: no number of the bot's
+        await bot.send(json.dumps(wrap(1, TEXT, sent_at=NOW)))  # seq 1 is the bot's own: free
+        first = await replies(bot)
+        await bot.send(json.dumps(wrap(1, other, sent_at=NOW)))  # seq 1 again, other content
         answers = await replies(bot)
-        await bot.send(json.dumps(wrap(1, TEXT, sent_at=NOW)))  # the same again: that is now a resend
-        again = await replies(bot)
+        await bot.send(json.dumps(wrap(2, TEXT, sent_at=NOW)))  # the next one: nothing shifted
+        after = await replies(bot)
+    assert first == [{"ack": 1}]
     conflict = [a for a in answers if "error" in a]
     assert conflict and "seq 1 already holds a different message" in conflict[0]["error"]
     assert conflict[0]["seq"] == 1
-    assert "seq 1 already holds" in again[0]["error"]
+    assert after == [{"ack": 2}]
     events = await stored(server, session_id)
-    assert events[1]["message"]["type"] == "bot-ready"
-    assert any(e["message"] == TEXT and e.get("valid") is False for e in events.values())
+    assert events[1]["message"] == TEXT and events[2]["message"] == TEXT
+    lines = await stored_lines(server, session_id)
+    assert [line["message"]["type"] for line in lines] == ["bot-ready", "bot-llm-text", "bot-llm-text", "bot-llm-text"]
+    assert lines[2]["message"] == other and lines[2]["valid"] is False and lines[2]["bot_seq"] == 1
 
 
 async def test_a_frame_over_the_limit_in_bytes_closes_with_4009_and_a_reason(server):

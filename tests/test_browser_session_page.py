@@ -363,3 +363,34 @@ def test_a_page_that_loses_its_server_says_so_and_stops_its_clock(browser, serve
     finally:
         bot.close()
         context.close()
+
+
+def test_a_failed_function_call_reads_as_a_failure_in_the_error_colour(browser, server):
+    server, username, password, agent_id = server
+    session_id = f"diagnose-call-{uuid.uuid4().hex[:6]}"
+    bot = Bot(server, session_id, agent_id)
+    called = {"tool_call_id": "call_f", "function_name": "get_order"}
+    bot.send("to-client", m("llm-function-call-in-progress", {**called, "arguments": {"order": 42}}))
+    time.sleep(0.3)
+    bot.send(
+        "to-client", m("llm-function-call-stopped", {**called, "cancelled": False, "result": {"error": "timed out"}})
+    )
+    bot.stored()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        log_in(context.new_page(), server, username, password)
+        context.pages[0].wait_for_url(f"{server.url}/")
+        page = open_session(context, server, session_id)
+        note = page.locator("#transcript li.note.err")
+        note.wait_for(timeout=WAIT_MS)
+        text = note.locator(".text").inner_text()
+        assert re.fullmatch(r'function get_order: failed after \d+ ms: timed out · args \{"order":42\}', text), text
+        colour, error_colour = note.evaluate(
+            "(li) => { const probe = document.createElement('span'); probe.style.color = 'var(--err)';"
+            " li.append(probe); const want = getComputedStyle(probe).color; probe.remove();"
+            " return [getComputedStyle(li).color, want]; }"
+        )
+        assert colour == error_colour
+    finally:
+        bot.close()
+        context.close()

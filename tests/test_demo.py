@@ -96,12 +96,12 @@ def test_a_barge_in_cuts_the_bot_off_mid_sentence(played):
     # The bot goes quiet only once the user has started speaking over it.
     kinds, barge_in = types(session), ["user-started-speaking", "bot-interrupted", "bot-stopped-speaking"]
     assert any(kinds[i : i + 3] == barge_in for i in range(len(kinds)))
-    assert session["end_reason"] == "bot disconnected" and not session["errors"]
+    assert session["end_kind"] == "client_hung_up" and not session["errors"]
 
 
 def test_a_fatal_error_ends_the_session_without_a_goodbye(played):
     session = played["fatal"]
-    assert session["fatal"] is True and session["end_reason"] == "fatal error"
+    assert session["fatal"] is True and session["end_kind"] == "fatal_error" and session["failed"] is True
     (error,) = session["errors"]
     assert error["fatal"] is True and error["message"]
     assert "disconnect-bot" not in types(session)
@@ -118,14 +118,15 @@ def test_a_failing_function_call_is_an_error_and_an_apology(played):
     assert " ".join(function.apology) in [line["text"] for line in bot_lines(session)]
     users = [item["text"] for item in session["transcript"] if item["role"] == "user"]
     assert users[-1] == WRAP_UP.user
-    assert session["fatal"] is False and session["end_reason"] == "bot disconnected"
+    assert session["fatal"] is False and session["end_kind"] == "client_hung_up" and session["failed"] is False
 
 
 def test_an_abrupt_end_leaves_the_bot_gone_mid_sentence(played):
     session = played["abrupt"]
     assert "disconnect-bot" not in types(session)
     assert types(session).count("bot-started-speaking") > types(session).count("bot-stopped-speaking")
-    assert session["status"] == "ended" and session["end_reason"] == "bot disconnected"
+    # It went mid-sentence (1001, going away): away, and once its grace ran out, vanished.
+    assert session["status"] == "ended" and session["end_kind"] == "bot_vanished" and session["failed"] is True
     assert not session["errors"] and not session["fatal"]
 
 

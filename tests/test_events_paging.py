@@ -34,7 +34,18 @@ def test_without_a_cursor_the_page_is_the_newest_messages(client, org, api_key):
     assert seqs(body) == list(range(COUNT - 4, COUNT + 1))
     assert body["next_after"] is None and body["prev_before"] == COUNT - 4
     first = body["events"][0]
-    assert set(first) == {"seq", "direction", "type", "received_at", "sent_at", "message", "valid", "error"}
+    assert set(first) == {
+        "seq",
+        "stream",
+        "bot_seq",
+        "direction",
+        "type",
+        "received_at",
+        "sent_at",
+        "message",
+        "valid",
+        "error",
+    }
     assert body["events"][-1]["message"] == "not json at all" and body["events"][-1]["valid"] is False
 
 

@@ -170,6 +170,7 @@ async def test_a_browser_resumes_without_gaps_after_the_server_restarts(server):
             await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
         for _ in range(20):
             await ingest.recv()
+        await ingest.close(1001)  # going away, to come back (a 1000 close would end the session)
     async with browser(server, "/ws/sessions/live-restart/", cookie) as socket:
         snapshot = json.loads(await socket.recv())
         assert snapshot["state"]["version"] == 20

@@ -214,3 +214,32 @@ async def test_a_postgresql_restart_loses_no_message_the_bot_sent(cluster):
         lines = (await api.get(f"{b.url}/api/sessions/{session_id}/events.ndjson")).text.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, 301))
     assert a.process.poll() is None and b.process.poll() is None  # both servers lived through it
+
+
+async def test_two_clients_of_one_session_on_two_processes_lose_nothing(cluster):
+    """Each process numbers the session's messages from what it loaded: a seq the other took is renumbered."""
+    a, b = cluster
+    session_id, count = f"split-{uuid.uuid4().hex[:6]}", 150
+    headers = {"Authorization": f"Bearer {a.token}"}
+
+    async def stream(server, name):
+        url = f"{server.ws_url}/ws/ingest/{session_id}/?stream={name}"
+        async with websockets.connect(url, additional_headers=headers) as bot:
+            for seq in range(1, count + 1):
+                await bot.send(json.dumps(wrap(seq, rtvi("server-message", {"from": name, "n": seq}))))
+                if seq % 10 == 0:
+                    await asyncio.sleep(0.01)  # interleave with the other process's writes
+            got = set()
+            while len(got) < count:
+                reply = json.loads(await asyncio.wait_for(bot.recv(), 15))
+                assert "error" not in reply, reply
+                got.add(reply["ack"])
+
+    await asyncio.gather(stream(a, "on-a"), stream(b, "on-b"))
+    async with httpx.AsyncClient(base_url=a.url, headers={"Authorization": f"Bearer {a.key}"}) as api:
+        lines = (await api.get(f"/api/sessions/{session_id}/events.ndjson")).text.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert sorted((e["stream"], e["bot_seq"]) for e in events) == sorted(
+        (name, n) for name in ("on-a", "on-b") for n in range(1, count + 1)
+    )
+    assert len({e["seq"] for e in events}) == 2 * count  # the dashboard's seqs: each once

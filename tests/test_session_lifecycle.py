@@ -40,16 +40,16 @@ async def test_a_session_ends_when_its_bot_left_not_when_the_grace_ran_out(inges
     bot = await connect(ingest_token)
     await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
     await receive(bot)
-    await bot.disconnect()
+    await bot.disconnect(code=1006)  # dropped (a 1000 close ends the session at once: test_session_ends.py)
     left = timezone.now()
     away = await receive_until(watcher, lambda f: f["type"] == "away")
     assert away[-1]["session"]["bot"] == "away" and away[-1]["session"]["status"] == "live"
     ended = await receive_until(watcher, lambda f: f["type"] == "ended", timeout=5)
     row = ended[-1]["session"]
-    assert row["status"] == "ended" and row["end_reason"] == "bot disconnected"
+    assert row["status"] == "ended" and row["end_reason"] == "bot vanished"
     stored = await session()
     assert abs((stored.ended_at - left).total_seconds()) < 0.5  # not padded by the grace
-    assert stored.state["ended"] is True and stored.state["end_reason"] == "bot disconnected"
+    assert stored.state["ended"] is True and stored.state["end_reason"] == "bot vanished"
     assert stored.state["markers"][-1]["kind"] == "ended"
     await watcher.disconnect()
 
@@ -62,7 +62,7 @@ async def test_a_bot_back_within_the_grace_continues_its_session(ingest_token, s
     page = browser_socket("/ws/sessions/s1/", staff_cookie)
     assert (await page.connect())[0]
     await receive(page)
-    await bot.disconnect()
+    await bot.disconnect(code=1006)
     frames = await receive_until(page, lambda f: f["type"] == "session")
     assert frames[-1]["session"]["bot"] == "away" and frames[-1]["session"]["away_since"]
     bot = await connect(ingest_token)
@@ -181,4 +181,27 @@ async def test_a_session_held_here_with_no_bot_here_is_found_and_ended(ingest_to
     await receive(bot)
     registry.sessions.clear()  # as if its handler vanished
     await wait_for(lambda: _status("ghost", "ended"))
-    assert (await session("ghost")).end_reason == "bot disconnected"
+    assert (await session("ghost")).end_reason == "bot vanished"
+
+
+async def test_a_page_watching_a_session_whose_bot_left_gets_its_end_as_a_patch(ingest_token, staff_cookie, settings):
+    """The sweep ends it from a state it loaded; the page's copy, patched, is the stored final state."""
+    from tests.sockets import Page
+
+    settings.SESSION_END_GRACE = 0.5
+    bot = await connect(ingest_token, "watched-end")
+    for seq in range(1, 4):
+        await send(bot, wrap(seq, rtvi("user-transcription", {"text": f"w{seq}", "final": True, "user_id": "u"})))
+        await receive(bot)
+    page = browser_socket("/ws/sessions/watched-end/", staff_cookie)
+    assert (await page.connect())[0]
+    model = Page()
+    model.take(await receive(page))
+    await bot.disconnect(code=1006)  # the sweep ends it, from a state it loads
+    frames = await receive_until(page, lambda f: f["type"] == "batch" and model.take(f) == "apply", timeout=5)
+    assert frames[-1]["events"] == []
+    await wait_for(lambda: _status("watched-end", "ended"))
+    stored = await session("watched-end")
+    assert model.state["ended"] is True
+    assert model.state == stored.state
+    await page.disconnect()

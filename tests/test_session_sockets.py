@@ -379,3 +379,49 @@ async def test_the_session_list_misses_nothing_that_happens_while_it_loads(inges
     assert frames[-1]["session"]["id"] == "late-call"
     await page.disconnect()
     await started[0].disconnect()
+
+
+async def test_a_resync_since_a_seq_gets_the_events_after_it_and_past_the_last_an_empty_answer(
+    ingest_token, staff_cookie
+):
+    bot = await start_bot(ingest_token, count=5)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(browser)
+    await send(browser, {"snapshot": True, "since": 3})
+    snapshot = await receive(browser)
+    assert snapshot["type"] == "snapshot" and [e["seq"] for e in snapshot["events"]] == [4, 5]
+    assert snapshot["state"]["version"] == 5
+    await send(browser, {"snapshot": True, "since": 10_000})  # beyond the last seq: answered, with no events
+    snapshot = await receive(browser)
+    assert snapshot["type"] == "snapshot" and snapshot["events"] == [] and snapshot["state"]["version"] == 5
+    await browser.disconnect()
+    await bot.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("request_text", "says"),
+    [
+        ("not json", "expected a JSON object"),
+        ("[1]", "expected a JSON object"),
+        ('{"since": 3}', 'since: only with "snapshot": true'),
+        ('{"snapshot": true, "since": -1}', "since: expected a whole number from 0"),
+        ('{"snapshot": "yes"}', "snapshot: expected true"),
+        ('{"ack": "ten"}', "ack: expected a whole number from 0"),
+        ('{"resync": true}', "unknown field 'resync'"),
+        ("x" * 5000, "at most 1000 characters"),
+    ],
+)
+async def test_a_request_the_browser_socket_cannot_take_is_answered_with_what_was_wrong(
+    ingest_token, staff_cookie, request_text, says
+):
+    bot = await start_bot(ingest_token, count=1)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    await receive(browser)
+    await browser.send_to(text_data=request_text)
+    answer = await receive(browser)
+    assert answer["type"] == "error" and says in answer["error"]
+    await send(browser, {"ack": 1})  # and the socket still works
+    await send(browser, {"snapshot": True})
+    assert (await receive(browser))["type"] == "snapshot"
+    await browser.disconnect()
+    await bot.disconnect()

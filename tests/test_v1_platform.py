@@ -706,7 +706,7 @@ def test_ten_thousand_lines_are_read_through_the_log_index(client, bot, api_key)
         with connection.cursor() as cursor:
             for sql in reads:
                 plan = " ".join(str(row) for row in cursor.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall())
-                assert "event_log_idx" in plan, plan
+                assert "event_log_idx" in plan, (sql, plan)
 
 
 # --- the project's agents client reads these answers ------------------------------------------------

@@ -144,3 +144,12 @@ async def test_a_pipecat_bot_with_only_this_package_streams_into_the_dashboard(d
         ("bot", "Your order ships today."),
     ]
     assert len(detail["turns"]) == 1
+
+    # The pipeline ended, so the package closed with 1000: the session ended then, not after the
+    # server's grace (30 s here), and it reads as finished, not as a failure.
+    deadline, url = time.monotonic() + 5, f"{dashboard['http']}/api/sessions/sdk-live-1/"
+    while detail["status"] != "ended":
+        assert time.monotonic() < deadline, f"still {detail['status']} ({detail['bot']}) after the pipeline ended"
+        await asyncio.sleep(0.1)
+        detail = json.loads(await asyncio.to_thread(get, url, dashboard["key"]))
+    assert (detail["end_kind"], detail["end_reason"], detail["failed"]) == ("bot_finished", "bot finished", False)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import rtvi_dashboard
@@ -31,14 +32,23 @@ class Endpoint:
         self.refuse = False
         self.knows_ranges = True  # False: a dashboard from before ranged acks (ignores ?acks=ranges)
         self.replies: list[dict] = []
+        self.close_codes: list[int | None] = []  # how each bot connection was closed by the bot
 
     async def handle(self, socket):
+        try:
+            await self.serve(socket)
+        finally:
+            received = socket.protocol.close_rcvd
+            if received is not None:
+                self.close_codes.append(received.code)
+
+    async def serve(self, socket):
         self.paths.append(socket.request.path)
         self.tokens.append(socket.request.headers.get("Authorization", ""))
         if self.refuse:
             await socket.close(CLOSE_BAD_TOKEN)
             return
-        ranged = self.knows_ranges and socket.request.path.endswith("acks=ranges")
+        ranged = self.knows_ranges and "acks=ranges" in socket.request.path
         frames = 0
         async for text in socket:
             frames += 1
@@ -88,7 +98,7 @@ async def test_every_message_is_numbered_sent_and_acknowledged(endpoint):
     assert sorted(endpoint.stored) == list(range(1, 52))
     assert [endpoint.stored[i]["message"]["data"]["text"] for i in range(1, 51)] == [f" {i}" for i in range(50)]
     assert endpoint.stored[51]["direction"] == "from-client"
-    assert endpoint.paths[0] == "/ws/ingest/call-1/?agent=agent-7&acks=ranges"
+    assert endpoint.paths[0] == f"/ws/ingest/call-1/?agent=agent-7&acks=ranges&stream={client.stream}"
     assert endpoint.tokens[0] == "Bearer it_secret"
     assert client.stats["acked"] == client.stats["sent"] == 51 and client.stats["dropped"] == 0
     # Ranged acks: a frame per write of the endpoint (here, per frame of the client), not per message.
@@ -136,6 +146,38 @@ async def test_a_lost_connection_loses_nothing(endpoint):
     await client.close()
     assert sorted(endpoint.stored) == list(range(1, 31))
     assert len(endpoint.paths) >= 2  # it reconnected
+    # As the same stream: the dashboard recognises what it resends.
+    assert len({parse_qs(urlsplit(path).query)["stream"][0] for path in endpoint.paths}) == 1
+
+
+async def test_each_client_is_a_stream_of_its_own(endpoint):
+    """A restarted bot (a new client of the same session) numbers from 1 in a stream the dashboard tells apart."""
+    streams = set()
+    for _ in range(2):
+        client = DashboardClient(endpoint.url, "it_secret", "call-restarted")
+        client.start()
+        client.send(rtvi("bot-ready"))
+        assert await client.flush(5)
+        await client.close()
+        streams.add(client.stream)
+    named = {parse_qs(urlsplit(path).query)["stream"][0] for path in endpoint.paths}
+    assert len(streams) == 2 and named == streams
+    assert all(1 <= len(stream) <= 64 for stream in streams)
+
+
+async def test_close_tells_the_dashboard_the_session_is_over_or_only_that_the_bot_goes(endpoint):
+    """1000 when the pipeline ended (the dashboard ends the session now); 1001 for a bot going down mid-call."""
+    for finished in (True, False):
+        client = DashboardClient(endpoint.url, "it_secret", f"call-{finished}")
+        client.start()
+        client.send(rtvi("bot-ready"))
+        assert await client.flush(5)
+        await client.close(finished=finished)
+    for _ in range(50):
+        if len(endpoint.close_codes) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert endpoint.close_codes == [1000, 1001]
 
 
 async def test_a_refused_token_never_slows_or_fails_the_bot(endpoint):
@@ -169,7 +211,7 @@ class Recorder:
     def send(self, message, direction="to-client"):
         self.sent.append((message, direction))
 
-    async def close(self, timeout=10):
+    async def close(self, timeout=10, finished=True):
         self.closed = True
 
 
@@ -181,7 +223,10 @@ async def test_the_processor_is_configured_from_the_environment(monkeypatch):
     monkeypatch.setenv("RTVI_DASHBOARD_AGENT_ID", "agent-env")
     monkeypatch.delenv("RTVI_DASHBOARD_SESSION_ID", raising=False)
     rtvi = DashboardRTVIProcessor(session_id="runner-session")
-    assert rtvi.dashboard.url == "wss://dashboard.example.com/ws/ingest/runner-session/?agent=agent-env&acks=ranges"
+    assert rtvi.dashboard.url == (
+        "wss://dashboard.example.com/ws/ingest/runner-session/?agent=agent-env&acks=ranges"
+        f"&stream={rtvi.dashboard.stream}"
+    )
     assert rtvi.dashboard.token == "it_env"
     assert len(DashboardRTVIProcessor().dashboard.session_id) == 32  # nobody said: a new UUID
 

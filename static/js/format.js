@@ -149,22 +149,29 @@ export function formatDuration(ms) {
   return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
 }
 
+/** How a session ended that an operator should look at (rtvi_monitor/models.py FAILED_ENDS). */
+export const FAILED_ENDS = new Set(["bot_vanished", "fatal_error", "server_restarted"]);
+
 /**
- * The status pill: live, bot away (since when), or ended (why).
- * @param {object | null} row   the session row (status, bot, away_since, end_reason)
- * @param {object | null} state the derived state (ended, end_reason)
- * @returns {{kind: "live" | "away" | "ended", text: string}}
+ * The status pill: live, bot away (since when), or ended (how: client hung up, bot finished, bot
+ * vanished, fatal error, server restarted). `pill` is its class: an end that failed is red.
+ * @param {object | null} row   the session row (status, bot, away_since, end_reason, end_kind, failed)
+ * @param {object | null} state the derived state (ended, end_reason, end_kind, fatal)
+ * @returns {{kind: "live" | "away" | "ended", failed: boolean, pill: string, text: string}}
  */
 export function sessionStatus(row, state) {
   if (row?.status === "ended" || state?.ended === true) {
     const reason = row?.end_reason || state?.end_reason || "";
-    return { kind: "ended", text: reason ? `ended (${reason})` : "ended" };
+    const endKind = row?.end_kind || state?.end_kind || "";
+    const failed = row?.failed === true || FAILED_ENDS.has(endKind) || row?.fatal === true || state?.fatal === true;
+    return { kind: "ended", failed, pill: failed ? "ended error" : "ended", text: reason ? `ended (${reason})` : "ended" };
   }
   if (row?.bot === "away") {
     const since = row.away_since ? clockTime(new Date(row.away_since)) : "?";
-    return { kind: "away", text: `bot away since ${since} — the session ends if it does not return within the grace period` };
+    const text = `bot away since ${since} — the session ends if it does not return within the grace period`;
+    return { kind: "away", failed: false, pill: "away", text };
   }
-  return { kind: "live", text: "live" };
+  return { kind: "live", failed: false, pill: "live", text: "live" };
 }
 
 /** The latency line of the Now panel, from state.latency (the server's percentiles). */
@@ -216,11 +223,15 @@ function who(item) {
   return item.interrupted ? "bot (interrupted)" : "bot";
 }
 
+// A call's status is the server's (state.py's call_failure says when one failed); a failed call
+// reads as its error, not as a result: "failed after 3.0 s: timed out".
 function functionCallText(call) {
-  const took = call.duration_ms == null ? "" : ` in ${formatDuration(call.duration_ms)}`;
+  const failed = call.status === "failed";
+  const took = call.duration_ms == null ? "" : ` ${call.status === "completed" ? "in" : "after"} ${formatDuration(call.duration_ms)}`;
+  const why = failed && call.error ? `: ${call.error}` : "";
   const args = call.args == null ? "" : ` · args ${formatValue(call.args)}`;
-  const result = call.result == null ? "" : ` · result ${formatValue(call.result)}`;
-  return `function ${call.function_name || "(unnamed)"}: ${call.status}${took}${args}${result}`;
+  const result = failed || call.result == null ? "" : ` · result ${formatValue(call.result)}`;
+  return `function ${call.function_name || "(unnamed)"}: ${call.status}${took}${why}${args}${result}`;
 }
 
 function errorText(error) {
@@ -242,7 +253,8 @@ export function transcriptEntries(state) {
     entries.push({ className, who: who(item), text, at: item.at || 0 });
   }
   for (const call of state.function_calls || []) {
-    entries.push({ className: "note", text: functionCallText(call), at: call.started_at || 0 });
+    const className = call.status === "failed" ? "note err" : "note";
+    entries.push({ className, text: functionCallText(call), at: call.started_at || 0 });
   }
   for (const message of state.server_messages || []) {
     entries.push({ className: "note", text: `server message: ${formatValue(message.data)}`, at: message.at || 0 });

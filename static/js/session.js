@@ -110,7 +110,7 @@ function currentView(state) {
 
 function renderHeader(state) {
   const facts = headerFacts(page.session, state, clockNow());
-  $("status").className = `pill ${facts.status.kind}`;
+  $("status").className = `pill ${facts.status.pill}`;
   setText("status", facts.status.text);
   const agent = $("fact-agent");
   const link = agent.querySelector("a");
@@ -122,7 +122,7 @@ function renderHeader(state) {
     setText("fact-agent", facts.agent.name);
   }
   setText("fact-status", facts.status.text);
-  $("fact-status").className = `status-${facts.status.kind}`;
+  $("fact-status").className = `status-${facts.status.kind}${facts.status.failed ? " failed" : ""}`;
   for (const key of ["started", "ended", "duration", "turns", "interruptions", "errors", "protocol", "deployment"]) {
     setText(`fact-${key}`, facts[key]);
   }

@@ -51,7 +51,7 @@ function sessionCells(session) {
   const duration = session.duration_s == null ? null : session.duration_s * 1000;
   return [
     cell(link),
-    cell(pill(status.kind, status.text)),
+    cell(pill(status.pill, status.text)),
     cell(session.agent_name || "—"),
     cell(when(session.started_at)),
     cell(formatDuration(duration)),

@@ -149,6 +149,16 @@ test("a function call's time and the audio transcribed are durations too", () =>
   assert.match(totalsText({ stt_audio_seconds: 75.2 }), / · 1 min 15 s of audio transcribed$/);
 });
 
+test("a failed function call reads as a failure, in the error colour, never as completed", () => {
+  const failed = { function_name: "lookup", status: "failed", error: "timed out", duration_ms: 3000, started_at: T0 };
+  const call = { ...failed, args: { id: 1 }, result: { error: "timed out" } };
+  const [entry] = transcriptEntries({ function_calls: [call] });
+  assert.deepEqual([entry.className, entry.text], ["note err", 'function lookup: failed after 3.0 s: timed out · args {"id":1}']);
+  const cancelled = { function_name: "lookup", status: "cancelled", error: null, duration_ms: 3000, started_at: T0 };
+  const [stopped] = transcriptEntries({ function_calls: [cancelled] });
+  assert.deepEqual([stopped.className, stopped.text], ["note", "function lookup: cancelled after 3.0 s"]);
+});
+
 test("session rows sort newest start first, then by id", () => {
   const rows = [
     { id: "b", started_at: "2026-11-23T13:00:00+00:00" },
@@ -206,16 +216,28 @@ test("the log keeps one row per seq, in order, the newest 2000", () => {
   assert.equal(mergeEvents(log, [ev(1)]).length, 2000, "an old one comes and goes");
 });
 
-test("the status pill says live, bot away since when, or ended and why", () => {
-  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: false }), { kind: "live", text: "live" });
+test("the status pill says live, bot away since when, or ended and how, failures in red", () => {
+  const live = { kind: "live", failed: false, pill: "live", text: "live" };
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: false }), live);
   const since = new Date(2025, 5, 1, 9, 5, 7); // the browser's own zone, as the pill says it
   const away = sessionStatus({ status: "live", bot: "away", away_since: since.toISOString() }, { ended: false });
   assert.equal(away.kind, "away");
+  assert.equal(away.pill, "away");
   assert.equal(away.text, `bot away since ${clockTime(since)} — the session ends if it does not return within the grace period`);
   assert.match(away.text, /^bot away since 09:05:07 \S+ — /);
-  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "bot disconnected", bot: null }, {}), { kind: "ended", text: "ended (bot disconnected)" });
-  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, { ended: true, end_reason: "fatal error" }), { kind: "ended", text: "ended (fatal error)" });
-  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "" }, null), { kind: "ended", text: "ended" });
+  const row = (end_kind, end_reason, failed) => ({ status: "ended", end_kind, end_reason, failed, bot: null });
+  const ended = (text, failed) => ({ kind: "ended", failed, pill: failed ? "ended error" : "ended", text });
+  assert.deepEqual(sessionStatus(row("client_hung_up", "client hung up", false), {}), ended("ended (client hung up)", false));
+  assert.deepEqual(sessionStatus(row("bot_finished", "bot finished", false), {}), ended("ended (bot finished)", false));
+  assert.deepEqual(sessionStatus(row("bot_vanished", "bot vanished", true), {}), ended("ended (bot vanished)", true));
+  assert.deepEqual(sessionStatus(row("server_restarted", "server restarted", true), {}), ended("ended (server restarted)", true));
+  // The session page's state says it before its row does; the kind alone is enough to tell a failure.
+  const fatal = { ended: true, end_reason: "fatal error", end_kind: "fatal_error" };
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, fatal), ended("ended (fatal error)", true));
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "", end_kind: "bot_vanished" }, null), ended("ended", true));
+  // Ended before kinds were recorded: as before, and not called a failure.
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "bot disconnected", bot: null }, {}), ended("ended (bot disconnected)", false));
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "" }, null), ended("ended", false));
   assert.equal(sessionStatus({ status: "live", bot: "away", away_since: null }, null).text.startsWith("bot away since ? "), true);
 });
 

@@ -62,6 +62,8 @@ const row = {
   agent_name: "support-bot",
   status: "ended",
   end_reason: "fatal error",
+  end_kind: "fatal_error",
+  failed: true,
   started_at: "2025-06-15T15:06:40+00:00",
   ended_at: "2025-06-15T15:08:45+00:00",
   duration_s: 125,
@@ -76,7 +78,7 @@ test("the header's facts: the row's, with counts from the state's lists (as the 
   const state = { turns: [{}, {}], interruptions: [T0], errors: [], protocol_version: "2.2.0", ended: true };
   const facts = headerFacts(row, state, T0 + 999);
   assert.deepEqual(facts.agent, { name: "support-bot", id: "a1" });
-  assert.deepEqual(facts.status, { kind: "ended", text: "ended (fatal error)" });
+  assert.deepEqual(facts.status, { kind: "ended", failed: true, pill: "ended error", text: "ended (fatal error)" });
   assert.equal(facts.started, "2025-06-15 15:06:40 UTC");
   assert.equal(facts.ended, "2025-06-15 15:08:45 UTC");
   assert.equal(facts.duration, "2 min 05 s");

@@ -4,14 +4,17 @@
     client.start()                       # from inside the bot's event loop
     client.send(message)                 # never blocks, never raises
     client.send(message, "from-client")  # what the bot's client sent it
-    await client.close()                 # waits (bounded) for the last acks
+    await client.close()                 # waits (bounded) for the last acks, then closes with 1000
 
 Every message gets a sequence number and waits in a bounded buffer until the
 dashboard acknowledges that it is stored (it asks for ranged acks, `?acks=ranges`:
 one {"acks": [[first, last], ...]} frame per dashboard write, rather than a
 frame per message; older dashboards ack each message). On a lost connection the client
 reconnects with jittered backoff and resends whatever was not acknowledged;
-the dashboard stores each (session, seq) once, so nothing is lost or doubled.
+the dashboard stores each (stream, seq) once, so nothing is lost or doubled.
+Each client is its own stream (`?stream=<id>`, a random id it keeps across
+reconnects): a bot that restarts, or two clients in one session, number
+from 1 each without colliding.
 When the buffer is full the oldest messages are dropped (and counted): a bot
 must never slow down or fail because its monitor is away. A message that can
 never be stored (not JSON-serializable, or bigger than a frame may be) is
@@ -19,6 +22,11 @@ dropped at once with the reason in the log and `stats`, never retried.
 
 When the dashboard says it cannot store right now ({"retry": true}), the
 client resends what is unacknowledged after a back-off.
+
+`close()` (the bot's pipeline ended) closes the socket with 1000, normal
+closure: the dashboard ends the session at once ("bot finished"). A bot that
+vanishes (killed, network gone) closes with nothing or another code, and the
+dashboard waits out its grace period for it to come back.
 """
 
 import asyncio
@@ -26,6 +34,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections import OrderedDict
 from urllib.parse import quote, urlencode
 
@@ -33,9 +42,12 @@ import websockets
 from rtvi_dashboard.wire import (
     ACKS_PARAM,
     ACKS_RANGES,
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
     CLOSE_TOO_BIG,
     FATAL_CLOSE_CODES,
     MAX_FRAME_BYTES,
+    STREAM_PARAM,
     valid_range,
 )
 
@@ -54,12 +66,16 @@ class DashboardClient:
         batch_interval: float = 0.05,
         max_batch: int = 200,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        stream: str | None = None,
     ):
         base = url.rstrip("/")
+        # Whose seqs these are: this client's, across its reconnects (wire.STREAM_PARAM).
+        self.stream = stream or uuid.uuid4().hex
         # Ranged acks: one frame per dashboard write instead of one per message (a server
         # that does not know them ignores the parameter and acks each message).
         query = {"agent": agent_id} if agent_id else {}
         query[ACKS_PARAM] = ACKS_RANGES
+        query[STREAM_PARAM] = self.stream
         self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/?{urlencode(query, quote_via=quote)}"
         self.token = token
         self.session_id = session_id
@@ -74,6 +90,7 @@ class DashboardClient:
         self._idle: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._socket = None  # the open connection, for close()'s 1000
         self.stats = {
             "sent": 0,
             "acked": 0,
@@ -150,10 +167,23 @@ class DashboardClient:
             return False
         return True
 
-    async def close(self, timeout: float = 5.0) -> None:
-        """Flush (bounded by timeout), then stop."""
+    async def close(self, timeout: float = 5.0, finished: bool = True) -> None:
+        """Flush (bounded by timeout), then close the socket with 1000 (normal closure) and stop.
+
+        1000 tells the dashboard the session is over (its pipeline ended): it
+        ends the session now instead of waiting for this bot to come back.
+        `finished=False` (a bot going down mid-call) closes with 1001, going
+        away: the dashboard waits out its grace, then counts the bot as vanished.
+        """
         await self.flush(timeout)
         self._closing = True
+        socket = self._socket
+        if socket is not None:
+            code, reason = (CLOSE_NORMAL, "session over") if finished else (CLOSE_GOING_AWAY, "going away")
+            try:
+                await asyncio.wait_for(socket.close(code, reason), timeout)
+            except (TimeoutError, asyncio.CancelledError, Exception):
+                pass
         if self._task is not None:
             self._task.cancel()
             try:
@@ -170,6 +200,7 @@ class DashboardClient:
                 async with websockets.connect(
                     self.url, additional_headers={"Authorization": f"Bearer {self.token}"}, open_timeout=10
                 ) as socket:
+                    self._socket = socket
                     self.stats["connected"] = True
                     delay = 0.2
                     # Everything unacknowledged goes again, in order.
@@ -179,6 +210,7 @@ class DashboardClient:
                         await self._write(socket, reader)
                     finally:
                         reader.cancel()
+                        self._socket = None
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: the bot must not notice

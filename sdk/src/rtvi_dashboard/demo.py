@@ -386,9 +386,12 @@ class DemoBot:
         client = DashboardClient(self.url, self.token, session_id, self.agent_id)
         client.start()
         call = _Call(client.send, self.random, self.speed, persona, chosen, scenario)
-        if await call.play(turns or len(chosen.turns)):
+        goodbye = await call.play(turns or len(chosen.turns))
+        if goodbye:
             client.send(rtvi("disconnect-bot"), "from-client")  # the caller hangs up
-        await client.close(timeout=10)
+        # A bot that went mid-sentence did not finish: it goes away (1001), and the dashboard counts it
+        # as vanished once its grace runs out. A fatal error ended the session already.
+        await client.close(timeout=10, finished=goodbye or scenario != "abrupt")
         return session_id
 
 

@@ -8,6 +8,8 @@ two cannot drift. The protocol itself is in the dashboard's docs/PROTOCOL.md.
 # Close codes. daphne drops close reasons, so a bot is told why in an
 # {"error": ..., "fatal": true} frame first. A server may send only 1000 and
 # 3000-4999 (autobahn refuses 1009 from a server), hence 4009 for "too big".
+CLOSE_NORMAL = 1000  # a bot's pipeline ended: the dashboard ends its session at once
+CLOSE_GOING_AWAY = 1001  # a bot going down mid-call: away, the grace decides (as a dropped connection)
 CLOSE_BAD_REQUEST = 4400  # a session id no URL can carry
 CLOSE_BAD_TOKEN = 4401
 CLOSE_FORBIDDEN = 4403
@@ -30,6 +32,17 @@ MAX_SEQ = 2**53 - 1  # the largest integer a browser's JSON keeps exactly
 # their own frames. A bot that does not ask keeps getting {"ack": n}.
 ACKS_PARAM = "acks"
 ACKS_RANGES = "ranges"
+
+# Streams. A bot's seqs are its own: they number the messages of one stream,
+# the client that sent them, named by `?stream=<id>` in the ingest URL
+# (1-64 characters of STREAM_ID_CHARS). A client picks one id when it is made
+# and keeps it across reconnects, so what it resends is recognised; a
+# restarted bot, or a second client in the same session, has another id and
+# numbers from 1 again without touching the first one's messages. A bot that
+# names no stream has the session's own ("" on the server), as before streams.
+# The dashboard stores every message under its own seq, in the order stored.
+STREAM_PARAM = "stream"
+STREAM_ID_RE = r"^[A-Za-z0-9_.:-]{1,64}\Z"
 
 
 def ack_ranges(seqs) -> list[list[int]]:
