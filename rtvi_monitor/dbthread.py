@@ -5,6 +5,8 @@ cost more than the insert), and SQLite sees a single writer.
 """
 
 import asyncio
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection
@@ -23,21 +25,39 @@ CONNECT_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-conn
 ALERTS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-alerts")
 
 
+# A thread's connection idle this long is checked (one `SELECT 1`) before its next call: a database
+# restarted while the thread waited has closed it, and the call (a bot's connect, a page's first load)
+# would fail on it. A thread kept busy (the writer under load) skips the check; its failed call drops
+# the connection instead.
+IDLE_CHECK = 0.5  # seconds
+_used = threading.local()
+
+
+def _fresh_connection() -> None:
+    now = time.monotonic()
+    idle = now - getattr(_used, "at", now)
+    if connection.connection is not None and idle > IDLE_CHECK and not connection.is_usable():
+        connection.close()
+
+
 async def in_db_thread(fn, *args, executor: ThreadPoolExecutor = DB_THREAD):
     """Run fn(*args) on the live path's database thread.
 
     The thread keeps its connection open across calls (reopening one per
-    flush cost more than the insert); a failed call drops it, so a restarted
-    database is reconnected on the next call.
+    flush cost more than the insert); a failed call drops it, and an idle one
+    is checked before use, so a restarted database is reconnected at once.
     """
 
     def call():
+        _fresh_connection()
         try:
             return fn(*args)
         except Exception:
             # A broken connection (database restart) must not stick.
             connection.close()
             raise
+        finally:
+            _used.at = time.monotonic()
 
     return await asyncio.get_running_loop().run_in_executor(executor, call)
 

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
@@ -246,8 +246,10 @@ class Registry:
 
     @staticmethod
     async def _load(session: Session) -> LiveSession:
-        # Off the writer's thread: a long history must not hold up everyone's acks.
-        state, stored = await sync_to_async(load_state, thread_sensitive=False)(session.pk)
+        # Off the writer's thread: a long history must not hold up everyone's acks. A pool thread's
+        # connection is opened and closed around the load as a request's is (a connection kept in a pool
+        # thread outlived a database restart and failed the next bot's connect).
+        state, stored = await database_sync_to_async(load_state, thread_sensitive=False)(session.pk)
         state.take_changes()  # browsers get this state as a snapshot; patches start here
         return LiveSession(
             pk=session.pk,

@@ -78,8 +78,9 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
         detail.goto(f"{server.url}/sessions/{session_id}/")
         detail.wait_for_selector("#status.live")
 
-        # The bot goes, and comes back within the grace: the same session, live again.
-        bot.close()
+        # The bot's connection drops (any close but 1000), and it comes back within the grace: the same session,
+        # live again.
+        bot.close(code=1001)
         page.wait_for_selector(f"{row}[data-bot='away']")
         assert AWAY.match(status_of(page, session_id)), status_of(page, session_id)
         bot = connect_bot(server, token, session_id)
@@ -87,8 +88,8 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
         assert status_of(page, session_id) == "live"
         send(bot, 2, "user-started-speaking")
 
-        # The bot goes for good: away, then, the grace over, ended and gone from the live list.
-        bot.close()
+        # The bot goes for good: away, then, the grace over, ended (vanished, in red) and gone from the live list.
+        bot.close(code=1001)
         page.wait_for_selector(f"{row}[data-bot='away']")
         away_seen = time.monotonic()
         assert AWAY.match(status_of(page, session_id)), status_of(page, session_id)
@@ -98,14 +99,15 @@ def test_the_list_shows_a_bot_away_then_drops_the_session_after_the_grace(browse
         assert time.monotonic() - away_seen >= GRACE - 1  # not before the grace (less what the news took to come)
         page.wait_for_selector("#live-sessions tr.empty")
         detail.wait_for_selector("#status.ended")
-        assert detail.locator("#status").inner_text() == "ended (bot disconnected)"
+        assert detail.locator("#status").inner_text() == "ended (bot vanished)"
 
         # A page opened now lists it as ended, in the history only.
         page.reload()
         page.wait_for_selector("#conn:text('connected')")
         assert page.locator(row).count() == 0
         history = page.locator("#history tr", has=page.locator(f"a:text-is('{session_id}')"))
-        assert history.locator(".pill").all_inner_texts() == ["ended (bot disconnected)"]
+        assert history.locator(".pill").all_inner_texts() == ["ended (bot vanished)"]
+        assert history.locator(".pill").get_attribute("class") == "pill ended error"
     finally:
         context.close()
 
@@ -178,12 +180,13 @@ def test_both_tables_follow_the_sessions_alike(browser, short_grace_server):
         assert_operator_times(page, "#live-sessions")
         assert_operator_times(page, "#history")
 
-        # A call of the history ends: it leaves the live table and its history row says so, in place.
+        # A call of the history ends (its bot closes with 1000, its pipeline over): it leaves the live table at once
+        # and its history row says so, in place.
         assert not page.locator("#history-stale").is_visible()
         bots.pop(b).close()
         page.wait_for_selector(f"#history tr[data-session='{b}'][data-status='ended']", timeout=30000)
         assert page.locator(f"#live-sessions tr[data-session='{b}']").count() == 0
-        assert page.locator(f"#history tr[data-session='{b}'] .pill").inner_text() == "ended (bot disconnected)"
+        assert page.locator(f"#history tr[data-session='{b}'] .pill").inner_text() == "ended (bot finished)"
         assert ids_in(page, "history", ours) == [c, b, a]
         ended_by_the_browser = cells(page, "history", b)
         assert not page.locator("#history-stale").is_visible()

@@ -192,14 +192,15 @@ def test_an_ended_call_reads_for_diagnosis(browser, server, ended_call):
             "() => document.getElementById('status').textContent.startsWith('ended')", timeout=WAIT_MS
         )
         api = page.request.get(f"{server.url}/api/sessions/{session_id}/").json()
-        assert api["status"] == "ended" and api["end_reason"] == "bot disconnected"
+        assert api["status"] == "ended" and api["end_kind"] == "client_hung_up", api
+        assert api["end_reason"] == "client hung up"
         drawn(page)
 
         # The header: agent (linked), status with why it ended, times, duration and counts.
         link = page.locator("#fact-agent a")
         assert link.inner_text() == AGENT and link.get_attribute("href") == f"/agents/{agent_id}/"
-        assert page.locator("#status").inner_text() == "ended (bot disconnected)"
-        assert page.locator("#fact-status").inner_text() == "ended (bot disconnected)"
+        assert page.locator("#status").inner_text() == "ended (client hung up)"
+        assert page.locator("#fact-status").inner_text() == "ended (client hung up)"
         assert re.fullmatch(r"\d+(\.\d)? s", page.locator("#fact-duration").inner_text())
         assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", page.locator("#fact-ended").inner_text())
         facts = {key: page.locator(f"#fact-{key}").inner_text() for key in ("turns", "interruptions", "errors")}
@@ -359,7 +360,7 @@ def test_a_page_that_loses_its_server_says_so_and_stops_its_clock(browser, serve
         page.wait_for_function(
             "() => document.getElementById('status').textContent.startsWith('ended (')", timeout=WAIT_MS
         )
-        assert page.locator("#status").inner_text() in ("ended (server restarted)", "ended (bot disconnected)")
+        assert page.locator("#status").inner_text() in ("ended (server restarted)", "ended (bot vanished)")
     finally:
         bot.close()
         context.close()
