@@ -31,12 +31,14 @@ run: $(VENV)/.installed
 	@echo
 	@echo "  RTVI dashboard: http://$(HOST):$(PORT)/"
 	@grep '^Login:' var/seed.out | sed 's/^/  /'
+	@grep '^Organization:' var/seed.out | sed 's/ ([^)]*)$$//; s/^/  /'
+	@grep '^Ingest token:' var/seed.out | sed 's/$$/   (for your own bots: RTVI_DASHBOARD_TOKEN)/; s/^/  /'
 	@echo "  Private API key: $$(tail -n 1 var/seed.out)"
 	@echo "  Try: curl -H \"Authorization: Bearer $$(tail -n 1 var/seed.out)\" \"http://$(HOST):$(PORT)/v1/agents?includeActiveDeployment=true\""
 	@echo
 	@echo "  A demo bot streams live sessions into it (log: var/demo-bot.log). Ctrl-C stops both."
 	@echo
-	@$(BIN)/python manage.py demo_bot > var/demo-bot.log 2>&1 & bot=$$!; \
+	@$(BIN)/python manage.py demo_bot --token "$$(sed -n 's/^Ingest token: //p' var/seed.out)" > var/demo-bot.log 2>&1 & bot=$$!; \
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 

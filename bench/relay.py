@@ -196,7 +196,7 @@ class DashboardTarget(Target):
             self.servers = [first] + [
                 DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
             ]
-            self.token = first.manage("create_ingest_token", "--org", "Bench").splitlines()[-1]
+            self.token = first.issue("create_ingest_token", "Bench")
             self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
         self.name = ("baseline" if self.code else "dashboard") + (f" x{processes}" if processes > 1 else "")
         self.db = first.env["SQLITE_PATH"] if not os.getenv("DATABASE_URL") else None

@@ -114,12 +114,8 @@ def run(bots: int, code: str | None, grace: float, sweep: float, leave: str) -> 
         tests.server.ROOT = Path(code).resolve()
     try:
         with server:
-            token_args = ("create_ingest_token", "--org", "storm")
-            try:
-                token = server.manage(*token_args, "--create").splitlines()[-1]
-            except RuntimeError:  # a checkout from before --create
-                token = server.manage(*token_args).splitlines()[-1]
-            key = server.manage("create_api_key", "--org", "storm").splitlines()[-1]
+            token = server.issue("create_ingest_token", "storm")
+            key = server.issue("create_api_key", "storm")
             return asyncio.run(storm(server, bots, token, key, leave))
     finally:
         tests.server.ROOT = ROOT

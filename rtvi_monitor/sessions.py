@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 from rtvi_monitor import events
 from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import AlertRule, Session
+from rtvi_monitor.models import FAILED_ENDS, AlertRule, EndKind, Session
 from rtvi_monitor.traces import session_traces
 
 
@@ -46,7 +46,9 @@ def filter_sessions(organization, params) -> QuerySet:
     """The organization's sessions, filtered by agent, status, time range and transcript text.
 
     `params` is a QueryDict (or dict): agent, status (live/ended), has_errors
-    (any error or a fatal one), fatal, started_after, started_before, q.
+    (any error or a fatal one), fatal, end (how it ended: an EndKind value),
+    failed (ended badly: a failed end kind or a fatal error), started_after,
+    started_before, q.
     Raises BadFilter naming a bad parameter.
     """
     queryset = Session.objects.filter(organization=organization).select_related("agent")
@@ -67,6 +69,15 @@ def filter_sessions(organization, params) -> QuerySet:
     fatal = _boolean(params, "fatal")
     if fatal is not None:
         queryset = queryset.filter(fatal=fatal)
+    end = params.get("end", "").strip()
+    if end:
+        if end not in EndKind.values:
+            raise BadFilter(f"end: expected one of {', '.join(EndKind.values)}, got {end[:100]!r}")
+        queryset = queryset.filter(end_kind=end)
+    failed = _boolean(params, "failed")
+    if failed is not None:
+        badly = Q(end_kind__in=FAILED_ENDS) | Q(fatal=True)
+        queryset = queryset.filter(badly) if failed else queryset.exclude(badly)
     if after := _datetime(params, "started_after"):
         queryset = queryset.filter(started_at__gte=after)
     if before := _datetime(params, "started_before"):
@@ -106,7 +117,8 @@ def overview(organization, now, listed=None) -> dict:
     live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
     last_hour = Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
     badly = Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24)).filter(
-        Q(fatal=True) | Q(end_reason="server restarted")
+        # The last: rows stored before end kinds were recorded.
+        Q(end_kind__in=FAILED_ENDS) | Q(fatal=True) | Q(end_reason="server restarted")
     )
     agents = agents_with_health(organization, now, agent_overview(organization, now), listed)
     since = day_start(now)
@@ -232,7 +244,7 @@ def agent_overview(organization, now) -> list[dict]:
 
 
 # How dead an agent is, worst first: the Overview sorts by it before anything else.
-NOT_READY, NO_DEPLOYMENT, SILENT, FINE = 0, 1, 2, 3
+NOT_READY, NO_DEPLOYMENT, SILENT, FINE, RETIRED = 0, 1, 2, 3, 4
 
 
 def no_sessions_settings(organization) -> tuple[float, int]:
@@ -316,12 +328,17 @@ def agents_with_health(organization, now, figures: list[dict], listed) -> list[d
     and, when there is a list, `unlisted` (the list does not have it: renamed away or deleted).
 
     An agent is dead, its reasons in `problems` (worst first), when:
-      (a) NOT_READY: the agents API says it cannot take sessions: its status is "deleted" (the list's
-          record has no `ready` of its own; that is in GET /agents/{name}, one call per agent);
+      (a) NOT_READY: the agents API lists it as deleted, so it cannot take sessions, yet bots used it
+          in the window (calls meant for it now fail); the list's record has no `ready` of its own
+          (that is in GET /agents/{name}, one call per agent, not made for the Overview);
       (b) NO_DEPLOYMENT: the agents API lists it with no active deployment;
       (c) SILENT: it usually has sessions but has had none lately (silent_agents: the
           no_sessions_minutes alert's rule).
-    `dead` is the worst of them (FINE when none). Sorted by it, then as agent_overview sorts.
+    A deleted agent with no session in the window is `retired`: shown last, grey, not red (a team
+    deletes agents on purpose; a permanent red row for one retired months ago would teach the on-call
+    engineer to ignore red).
+    `dead` is the worst of them (FINE when none, RETIRED for a retired one). Sorted by it, then as
+    agent_overview sorts.
     """
     since = day_start(now)
     rows = {entry["agent_id"]: entry for entry in figures}
@@ -340,8 +357,16 @@ def agents_with_health(organization, now, figures: list[dict], listed) -> list[d
         entry["listed"] = record is not None
         entry["unlisted"] = listed is not None and record is None
         problems = []
-        if record is not None and record.deleted_at:
-            problems.append((NOT_READY, "not ready: the agents API lists it as deleted, so it takes no sessions"))
+        deleted = record is not None and record.deleted_at
+        entry["retired"] = bool(deleted) and not (entry["sessions"] or entry["live"])
+        if deleted and not entry["retired"]:
+            problems.append(
+                (
+                    NOT_READY,
+                    "not ready: the agents API lists it as deleted, so it takes no sessions "
+                    f"(it had {entry['sessions']} in the last 24 h)",
+                )
+            )
         if record is not None and not record.active_deployment_id:
             problems.append((NO_DEPLOYMENT, "no active deployment: the agents API has nothing to start a session on"))
         if agent_id in silent:
@@ -354,7 +379,7 @@ def agents_with_health(organization, now, figures: list[dict], listed) -> list[d
                 )
             )
         entry["problems"] = [text for _, text in problems]
-        entry["dead"] = min((rank for rank, _ in problems), default=FINE)
+        entry["dead"] = min((rank for rank, _ in problems), default=RETIRED if entry["retired"] else FINE)
     return sorted(
         rows.values(),
         key=lambda e: (e["dead"], -e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or ""),

@@ -69,8 +69,8 @@ def cluster():
 async def test_a_fatal_error_is_delivered_once_across_two_processes(cluster):
     a, b = cluster
     org = f"alerts-{uuid.uuid4().hex[:8]}"
-    token = a.manage("create_ingest_token", "--org", org).splitlines()[-1]
-    key = a.manage("create_api_key", "--org", org).splitlines()[-1]
+    token = a.manage("create_ingest_token", "--create", "--org", org).splitlines()[-1]
+    key = a.manage("create_api_key", "--create", "--org", org).splitlines()[-1]
     receiver = Receiver()
     try:
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as api:

@@ -135,8 +135,8 @@ def server(request):
         env["DATABASE_URL"] = os.getenv("TEST_DATABASE_URL", DATABASE_URL)
     org = f"bad-{request.param}-{RUN}"
     with DaphneServer(env=env) as running:
-        running.ingest_token = running.manage("create_ingest_token", "--org", org).splitlines()[-1]
-        running.api_key = running.manage("create_api_key", "--org", org).splitlines()[-1]
+        running.ingest_token = running.manage("create_ingest_token", "--create", "--org", org).splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--create", "--org", org).splitlines()[-1]
         yield running
 
 

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def server():
     with DaphneServer(env={"SESSION_END_GRACE": "1"}) as running:
-        running.token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
-        running.key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        running.token = running.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
+        running.key = running.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
         yield running
 
 
@@ -112,8 +112,8 @@ async def test_after_the_database_was_locked_every_message_is_stored_once():
     import sqlite3
 
     with DaphneServer(env={"INGEST_MAX_PENDING": "100"}) as server:
-        token = server.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
-        server.key = server.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        token = server.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
+        server.key = server.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
         client = DashboardClient(server.ws_url, token, "client-locked")
         client.start()
         for i in range(300):

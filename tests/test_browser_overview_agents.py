@@ -77,9 +77,10 @@ def test_every_agent_is_on_the_overview_and_dead_ones_are_red_with_why(browser, 
 
         rows = page.locator("[data-testid=agents-overview] tr[data-testid=agent-row]")
         names = [rows.nth(i).locator("td").first.locator("a").inner_text() for i in range(rows.count())]
-        # Dead first, worst first: deleted (not ready), no deployment, silent; then the fine ones.
-        assert names[:3] == ["legacy-ivr", "draft-desk", "appointment-booker"]
-        assert set(names[3:]) == {"support-concierge", "outbound-survey"}
+        # Dead first, worst first: no deployment, silent; then the fine ones; the deleted one nobody calls last.
+        assert names[:2] == ["draft-desk", "appointment-booker"]
+        assert set(names[2:4]) == {"support-concierge", "outbound-survey"}
+        assert names[4:] == ["legacy-ivr"]
 
         # An agent with no session at all: listed, with zeros and dashes, and not red.
         idle = agent_row(page, "outbound-survey")
@@ -89,13 +90,19 @@ def test_every_agent_is_on_the_overview_and_dead_ones_are_red_with_why(browser, 
         assert "— / —" in idle.locator("td").nth(3).inner_text()
         assert idle.locator("[data-testid=dead-reason]").count() == 0
 
-        # Dead ones: red, with the reason in words.
+        # A deleted agent with no call: grey, "deleted", not red.
         deleted = agent_row(page, "legacy-ivr")
-        assert "dead" in deleted.get_attribute("class").split()
-        reason = deleted.locator("[data-testid=dead-reason]")
-        assert "not ready: the agents API lists it as deleted" in reason.inner_text()
+        assert deleted.get_attribute("class") == "retired"
+        assert deleted.locator("[data-testid=agent-retired]").inner_text() == "deleted"
+        assert deleted.locator("[data-testid=dead-reason]").count() == 0
+        assert deleted.locator("td").first.locator("a").evaluate("e => getComputedStyle(e).color") != ERR_LIGHT
+
+        # Dead ones: red, with the reason in words.
+        draft = agent_row(page, "draft-desk")
+        assert "dead" in draft.get_attribute("class").split()
+        reason = draft.locator("[data-testid=dead-reason]")
         assert reason.evaluate("e => getComputedStyle(e).color") == ERR_LIGHT
-        first_cell = deleted.locator("td").first
+        first_cell = draft.locator("td").first
         assert first_cell.evaluate("e => getComputedStyle(e).borderLeftColor") == ERR_LIGHT
         assert first_cell.locator("a").evaluate("e => getComputedStyle(e).color") == ERR_LIGHT
         assert "no active deployment" in agent_row(page, "draft-desk").locator("[data-testid=dead-reason]").inner_text()
@@ -114,7 +121,8 @@ def test_every_agent_is_on_the_overview_and_dead_ones_are_red_with_why(browser, 
             timeout=20000,
         )
         assert agent_row(page, "appointment-booker").locator("[data-testid=dead-reason]").count() == 0
-        assert "dead" in agent_row(page, "legacy-ivr").get_attribute("class").split()
+        assert "dead" in agent_row(page, "draft-desk").get_attribute("class").split()
+        assert agent_row(page, "legacy-ivr").get_attribute("class") == "retired"
         assert agent_row(page, "outbound-survey").count() == 1
         assert page.evaluate("window.loadedOnce") is True  # all of it without a reload
         assert errors == []

@@ -16,15 +16,15 @@ def run(*args) -> list[str]:
     return out.getvalue().strip().splitlines()
 
 
-def test_create_api_key_creates_the_org_and_prints_a_working_key_last(client):
-    key = run("create_api_key", "--org", "Initech")[-1]
+def test_create_api_key_creates_the_org_when_asked_and_prints_a_working_key_last(client):
+    key = run("create_api_key", "--create", "--org", "Initech")[-1]
     assert Organization.objects.filter(name="Initech").exists()
     assert ApiKey.objects.find(key).organization.name == "Initech"
     assert client.get("/v1/agents", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 200
 
 
 def test_create_api_key_reuses_an_existing_org():
-    run("create_api_key", "--org", "Initech")
+    run("create_api_key", "--create", "--org", "Initech")
     run("create_api_key", "--org", "Initech")
     assert Organization.objects.filter(name="Initech").count() == 1
     assert ApiKey.objects.filter(organization__name="Initech").count() == 2

@@ -38,8 +38,8 @@ PLAYS = {
 def server():
     env = {"SESSION_END_GRACE": "0.3", "SESSION_SWEEP_INTERVAL": "0.1"}
     with DaphneServer(env=env) as running:
-        running.token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
-        running.key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        running.token = running.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
+        running.key = running.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
         yield running
 
 

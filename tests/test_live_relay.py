@@ -32,10 +32,10 @@ def server():
         "INGEST_RATE_BYTES": str(100 * 1024 * 1024),  # one test streams 80 MB as fast as it can
     }
     with DaphneServer(env=env) as running:
-        running.ingest_token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
-        running.api_key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
-        running.other_token = running.manage("create_ingest_token", "--org", OTHER).splitlines()[-1]
-        running.other_key = running.manage("create_api_key", "--org", OTHER).splitlines()[-1]
+        running.ingest_token = running.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
+        running.other_token = running.manage("create_ingest_token", "--create", "--org", OTHER).splitlines()[-1]
+        running.other_key = running.manage("create_api_key", "--create", "--org", OTHER).splitlines()[-1]
         running.manage("shell", "-c", STAFF_SETUP.format(user=USER, org=ORG))
         yield running
 

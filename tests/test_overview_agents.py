@@ -87,11 +87,27 @@ def test_an_agent_with_no_sessions_is_listed_with_zeros_and_dashes(staff_client,
     assert figures["problems"] == [] and figures["listed"] and not figures["unlisted"]
 
 
-def test_a_deleted_agent_is_not_ready_red_with_its_reason(staff_client, everything):
-    html, _ = overview(staff_client)
+def is_retired(row_html: str) -> bool:
+    return row_html.startswith('<tr class="retired"')
+
+
+def test_a_deleted_agent_nobody_called_is_grey_and_last_not_red(staff_client, everything):
+    html, agents = overview(staff_client)
+    retired = row(html, DELETED["id"])
+    assert is_retired(retired) and not is_dead(retired)
+    assert 'data-testid="agent-retired">deleted<' in retired and 'data-testid="dead-reason"' not in retired
+    assert agents[-1]["name"] == "retired-bot" and agents[-1]["problems"] == []
+
+
+def test_a_deleted_agent_that_still_had_calls_is_not_ready_red_with_its_reason(org, staff_client, everything):
+    session(org, "to-retired-1", DELETED, ago_minutes=30)
+    html, agents = overview(staff_client)
     retired = row(html, DELETED["id"])
     assert is_dead(retired) and 'data-testid="agent-dead"' in retired
-    assert "not ready: the agents API lists it as deleted" in retired
+    assert "not ready: the agents API lists it as deleted, so it takes no sessions (it had 1 in the last 24 h)" in (
+        retired
+    )
+    assert agents[0]["name"] == "retired-bot"
 
 
 def test_an_agent_with_no_active_deployment_is_red_with_its_reason(staff_client, everything):
@@ -117,9 +133,10 @@ def test_a_healthy_agent_is_not_red(staff_client, everything):
 def test_dead_agents_come_first_worst_first(staff_client, everything):
     _, agents = overview(staff_client)
     order = [a["name"] for a in agents]
-    assert order[:3] == ["retired-bot", "draft-bot", "busy-bot"]  # not ready, no deployment, silent
-    assert set(order[3:]) == {"support-bot", "idle-bot", "gone-bot"}
-    assert [bool(a["problems"]) for a in agents] == [True, True, True, False, False, False]
+    assert order[:2] == ["draft-bot", "busy-bot"]  # no deployment, silent
+    assert set(order[2:5]) == {"support-bot", "idle-bot", "gone-bot"}
+    assert order[5] == "retired-bot"  # deleted, and nobody called it: last
+    assert [bool(a["problems"]) for a in agents] == [True, True, False, False, False, False]
 
 
 def test_an_agent_known_only_from_sessions_is_shown_and_marked(staff_client, everything):
@@ -171,7 +188,8 @@ def test_agent_names_and_reasons_are_text_not_markup(org, staff_client, httpx_mo
 def test_the_panel_the_page_refetches_shows_the_same_rows(staff_client, everything):
     html = staff_client.get("/overview/panel/").content.decode()
     assert "<html" not in html
-    assert is_dead(row(html, DELETED["id"])) and "idle-bot" in row(html, IDLE["id"])
+    assert is_retired(row(html, DELETED["id"])) and is_dead(row(html, UNDEPLOYED["id"]))
+    assert "idle-bot" in row(html, IDLE["id"])
 
 
 def test_an_upstream_failure_shows_the_last_good_list_and_its_age_never_a_500(org, staff_client, httpx_mock):

@@ -7,8 +7,12 @@ transport would pick up the RTVI frames.
 """
 
 import asyncio
+import functools
 import json
+import os
+import re
 import uuid
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -43,10 +47,14 @@ from pipecat.utils.tracing.service_decorators import traced_llm  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from rtvi_dashboard.pipecat import DashboardRTVIProcessor  # noqa: E402
 
-from tests.server import DaphneServer  # noqa: E402
+from tests.server import ROOT, DaphneServer  # noqa: E402
 
 ORG = f"Acme-{uuid.uuid4().hex[:8]}"  # new in every run, for shared databases
 pytestmark = pytest.mark.timeout(120)
+AGENT = """
+from dashboard.models import Agent, Organization
+print(Agent.objects.get_or_create(organization=Organization.objects.get(name={org!r}), name={name!r})[0].pk)
+"""
 
 
 class ScriptedLLM(FrameProcessor):
@@ -128,23 +136,30 @@ def client_message(type_: str, data=None, id_="c1") -> InputTransportMessageFram
 @pytest.fixture(scope="module")
 def server():
     with DaphneServer() as running:
-        running.token = running.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
-        running.key = running.manage("create_api_key", "--org", ORG).splitlines()[-1]
+        running.token = running.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
+        running.key = running.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
         yield running
+
+
+def scripted_pipeline(bots_client) -> Pipeline:
+    return Pipeline([ScriptedLLM([["It", " ships", " today."], ["You're", " welcome."]]), ScriptedTTS(), bots_client])
 
 
 async def run_bot(rtvi, client_version: str = "2.1.0", **worker_options) -> BotsClient:
     bots_client = BotsClient()
-    pipeline = Pipeline(
-        [ScriptedLLM([["It", " ships", " today."], ["You're", " welcome."]]), ScriptedTTS(), bots_client]
-    )
     worker = PipelineWorker(
-        pipeline,
+        scripted_pipeline(bots_client),
         params=PipelineParams(enable_metrics=True, enable_usage_metrics=True),
         rtvi_processor=rtvi,
         cancel_on_idle_timeout=False,
         **worker_options,
     )
+    await drive(worker, client_version)
+    return bots_client
+
+
+async def drive(worker, client_version: str = "2.1.0") -> None:
+    """Run the worker through a two-turn call its client starts, then end its pipeline."""
     started = asyncio.Event()
 
     @worker.event_handler("on_pipeline_started")
@@ -169,7 +184,50 @@ async def run_bot(rtvi, client_version: str = "2.1.0", **worker_options) -> Bots
         await worker.queue_frame(EndFrame())
 
     await asyncio.gather(WorkerRunner(handle_sigint=False).run(worker), speak())
-    return bots_client
+
+
+def readme_bot_snippet() -> tuple[dict[str, str], str]:
+    """The README's "Connect a Pipecat bot": the variables its `export` line sets, and its one-line change."""
+    section = (ROOT / "README.md").read_text().split("### Connect a Pipecat bot", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+    shell = next(code for lang, code in blocks if lang == "sh" and "export RTVI_DASHBOARD_URL" in code)
+    python = next(code for lang, code in blocks if lang == "python" and "DashboardRTVIProcessor(" in code)
+    return dict(re.findall(r"\b(RTVI_DASHBOARD_\w+)=(\S+)", shell)), python
+
+
+async def test_the_readmes_snippet_with_the_readmes_variables_streams_a_real_bot_as_its_agent(server, monkeypatch):
+    """The README's export line and Python, run as written: the names it sets are the ones the package reads."""
+    exports, snippet = readme_bot_snippet()
+    assert set(exports) == {"RTVI_DASHBOARD_URL", "RTVI_DASHBOARD_TOKEN", "RTVI_DASHBOARD_AGENT_ID"}, exports
+    agent = exports["RTVI_DASHBOARD_AGENT_ID"]
+    agent_id = server.manage("shell", "-c", AGENT.format(org=ORG, name=agent)).split()[
+        -1
+    ]  # the agent the README names, in this organization: the bot names it by name
+    for name, value in (("RTVI_DASHBOARD_URL", server.ws_url), ("RTVI_DASHBOARD_TOKEN", server.token)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RTVI_DASHBOARD_AGENT_ID", agent)
+    session_id = f"readme-{uuid.uuid4().hex[:6]}"
+    bots_client = BotsClient()
+    namespace = {
+        "os": os,
+        "runner_args": SimpleNamespace(session_id=session_id),
+        "pipeline": scripted_pipeline(bots_client),
+        "PipelineWorker": functools.partial(PipelineWorker, cancel_on_idle_timeout=False),
+        "PipelineParams": PipelineParams,
+    }
+    exec(snippet, namespace)  # the README's own lines, run as a bot runs them
+    await drive(namespace["worker"])
+    assert namespace["rtvi"].dashboard.stats["acked"] == namespace["rtvi"].dashboard.stats["sent"] > 0
+
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}) as api:
+        for _ in range(100):  # the pipeline ended: the package closed with 1000, and the session ends at once
+            detail = (await api.get(f"/api/sessions/{session_id}/")).json()
+            if detail["status"] == "ended":
+                break
+            await asyncio.sleep(0.05)
+    assert (detail["agent_id"], detail["agent_name"]) == (agent_id, agent)
+    assert [t["text"] for t in detail["transcript"] if t["role"] == "user"] == ["Where is my order?", "Thanks!"]
+    assert (detail["status"], detail["end_kind"]) == ("ended", "bot_finished")
 
 
 async def test_every_rtvi_message_of_a_real_pipeline_reaches_the_dashboard(server):

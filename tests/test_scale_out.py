@@ -48,8 +48,8 @@ def cluster():
     try:
         org = f"scale-{uuid.uuid4().hex[:8]}"
         first.org = org
-        first.token = first.manage("create_ingest_token", "--org", org).splitlines()[-1]
-        first.key = first.manage("create_api_key", "--org", org).splitlines()[-1]
+        first.token = first.manage("create_ingest_token", "--create", "--org", org).splitlines()[-1]
+        first.key = first.manage("create_api_key", "--create", "--org", org).splitlines()[-1]
         first.cookie = "sessionid=" + first.manage("shell", "-c", STAFF.format(org=org)).split()[-1]
         yield first, second
     finally:

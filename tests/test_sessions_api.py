@@ -112,6 +112,27 @@ def test_the_list_filters_sessions_with_errors_and_fatal_ones(client, org, api_k
     assert ids("fatal=false&has_errors=true") == ["noisy"]
 
 
+def test_the_list_filters_sessions_by_how_they_ended(client, org, api_key):
+    make_session(org, "live")
+    make_session(org, "hung-up", status="ended", end_kind="client_hung_up", end_reason="client hung up")
+    make_session(org, "finished", status="ended", end_kind="bot_finished", end_reason="bot finished")
+    make_session(org, "vanished", status="ended", end_kind="bot_vanished", end_reason="bot vanished")
+    make_session(org, "fatal", status="ended", end_kind="fatal_error", end_reason="fatal error", fatal=True)
+    make_session(org, "restarted", status="ended", end_kind="server_restarted", end_reason="server restarted")
+
+    def ids(query):
+        response = api(client, f"/api/sessions/?{query}", api_key)
+        assert response.status_code == 200, response.content
+        return sorted(s["id"] for s in response.json()["sessions"])
+
+    assert ids("end=bot_vanished") == ["vanished"]
+    assert ids("end=client_hung_up") == ["hung-up"]
+    assert ids("failed=true") == ["fatal", "restarted", "vanished"]
+    assert ids("failed=false") == ["finished", "hung-up", "live"]
+    response = api(client, "/api/sessions/?end=dropped", api_key)
+    assert response.status_code == 400 and "end: expected one of client_hung_up" in response.json()["error"]
+
+
 def test_the_sessions_page_filters_sessions_with_errors(staff_client, org):
     make_session(org, "clean", error_count=0)
     make_session(org, "noisy", error_count=3)

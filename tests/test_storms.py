@@ -35,8 +35,8 @@ def server():
     }
     with DaphneServer(env=env) as running:
         org = f"storm-{RUN}"
-        running.ingest_token = running.manage("create_ingest_token", "--org", org).splitlines()[-1]
-        running.api_key = running.manage("create_api_key", "--org", org).splitlines()[-1]
+        running.ingest_token = running.manage("create_ingest_token", "--create", "--org", org).splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--create", "--org", org).splitlines()[-1]
         yield running
 
 

@@ -56,8 +56,8 @@ def server(request):
         env["DATABASE_URL"] = os.getenv("TEST_DATABASE_URL", DATABASE_URL)
     org, user = f"streams-{request.param}-{RUN}", f"streams-{request.param}-{RUN}"
     with DaphneServer(env=env) as running:
-        running.ingest_token = running.manage("create_ingest_token", "--org", org).splitlines()[-1]
-        running.api_key = running.manage("create_api_key", "--org", org).splitlines()[-1]
+        running.ingest_token = running.manage("create_ingest_token", "--create", "--org", org).splitlines()[-1]
+        running.api_key = running.manage("create_api_key", "--create", "--org", org).splitlines()[-1]
         running.manage("shell", "-c", STAFF_SETUP.format(user=user, org=org, password=PASSWORD))
         running.cookie = session_cookie(running, user)
         yield running

@@ -63,7 +63,8 @@ def dashboard():
         return done.stdout.splitlines()[-1] if done.stdout else ""
 
     manage("migrate", "--noinput")
-    token, key = manage("create_ingest_token", "--org", "Bots"), manage("create_api_key", "--org", "Bots")
+    token = manage("create_ingest_token", "--create", "--org", "Bots")
+    key = manage("create_api_key", "--org", "Bots")
     log = open(workdir / "daphne.log", "wb")
     server = subprocess.Popen(
         [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],

@@ -1,9 +1,10 @@
-"""Seed a demo organization: agents with deployments, a private API key and a staff login.
+"""Seed a demo organization: agents with deployments, a private API key, an ingest token and a staff login.
 
-Idempotent: a second run reuses what the first made. The login is kept in
-var/demo-login.json (git-ignored) so `make run` can print it every time; the
-API key is the organization's own agents API key. The key is printed alone on
-the last line.
+Idempotent: a second run reuses what the first made. The login and the ingest
+token are kept in var/demo-login.json (git-ignored, 0600) so `make run` can
+print them every time; the API key is the organization's own agents API key.
+It prints `Organization: NAME (ID)`, `Login: USER / PASSWORD`, `Ingest token:
+TOKEN`, and the key alone on the last line.
 """
 
 import json
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price
-from rtvi_monitor.models import AlertRule
+from rtvi_monitor.models import AlertRule, IngestToken
 
 ORG_NAME = "Demo Voice Co"
 USERNAME = "demo"
@@ -103,7 +104,23 @@ class Command(BaseCommand):
         self.stdout.write(f"Organization: {organization.name} ({organization.pk})")
         self.stdout.write(f"Agents: {organization.agents.count()}")
         self.stdout.write(f"Login: {username} / {password}")
+        self.stdout.write(f"Ingest token: {self.ingest_token(organization)}")
         self.stdout.write(organization.agents_api_key)
+
+    def ingest_token(self, organization) -> str:
+        """The demo organization's ingest token for bots, kept in var/demo-login.json (0600) so that every
+        `make run` prints the same one while it is valid (only its hash is in the database)."""
+        path = settings.BASE_DIR / "var" / "demo-login.json"
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        token = saved.get("ingest_token", "")
+        found = IngestToken.objects.find(token) if token else None
+        if found is None or found.organization_id != organization.pk:
+            _, token = IngestToken.issue(organization, "demo")
+            saved["ingest_token"] = token
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(saved))
+            path.chmod(0o600)
+        return token
 
     def staff_login(self, organization) -> tuple[str, str]:
         path = settings.BASE_DIR / "var" / "demo-login.json"
@@ -119,7 +136,7 @@ class Command(BaseCommand):
             user.is_superuser = True  # the demo login also opens /admin/
             user.save()
             path.parent.mkdir(exist_ok=True)
-            path.write_text(json.dumps({"username": USERNAME, "password": password}))
+            path.write_text(json.dumps({**saved, "username": USERNAME, "password": password}))
             path.chmod(0o600)
         Membership.objects.update_or_create(user=user, defaults={"organization": organization})
         return USERNAME, password

@@ -1,8 +1,9 @@
 """python manage.py demo_bot: a simulated voice bot streaming into the dashboard.
 
 It is a client of the public ingest socket, like any real bot. With no
---token it issues an ingest token for the organization and reads its agents
-(setup, like reading a config file); each session goes to one of them, and
+--token it issues an ingest token for the organization; either way it reads
+the token's organization's agents (setup, like reading a config file, so it
+needs this server's database); each session goes to one of them, and
 the agent's name picks how it behaves (rtvi_dashboard.demo.PERSONAS). The
 messages themselves travel only over the socket.
 """
@@ -34,11 +35,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, url, token, org, agent, sessions, concurrent, speed, scenario, seed, **options):
         agents: list[tuple[str, str | None]] = []  # (id, name)
-        if not token:
+        organization = None
+        if token:
+            found = IngestToken.objects.find(token)
+            organization = found.organization if found else None  # another server's token: no agents known here
+        else:
             organization = Organization.objects.filter(name=org).first()
             if organization is None:
                 raise CommandError(f"No organization {org!r}: run `manage.py seed_demo` or pass --token.")
             token = IngestToken.issue(organization, "demo bot")[1]
+        if organization is not None:
             live = Agent.objects.filter(organization=organization, deleted_at__isnull=True).order_by("name")
             agents = [(str(pk), name) for pk, name in live.values_list("pk", "name")]
         if agent:

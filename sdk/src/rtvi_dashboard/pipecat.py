@@ -2,7 +2,7 @@
 
     from rtvi_dashboard.pipecat import DashboardRTVIProcessor
 
-    rtvi = DashboardRTVIProcessor(session_id=call_id, agent_id=AGENT_ID)  # RTVI_DASHBOARD_URL / _TOKEN from env
+    rtvi = DashboardRTVIProcessor(session_id=call_id)  # RTVI_DASHBOARD_URL, _TOKEN and _AGENT_ID from env
     worker = PipelineWorker(pipeline, params=params, rtvi_processor=rtvi)
 
 The processor is Pipecat's own `RTVIProcessor`, so the bot's client keeps
