@@ -173,10 +173,13 @@ class Session(models.Model):
 
     @property
     def bot_state(self) -> str | None:
-        """ "connected", "away" (left within the grace period) or None once ended."""
+        """ "connected", "away" (left within the grace period), "finished" (closed with 1000: its end is being
+        stored, within a sweep's gathering) or None once ended."""
         if self.status != self.Status.LIVE:
             return None
-        return "away" if self.bot_left_at else "connected"
+        if not self.bot_left_at:
+            return "connected"
+        return "finished" if self.end_reason == EndKind.BOT_FINISHED.label else "away"
 
     @property
     def failed(self) -> bool:

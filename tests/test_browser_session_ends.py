@@ -126,5 +126,9 @@ def test_a_page_watching_a_call_sees_it_finish_at_once_never_away(server, page):
     closed = time.monotonic()
     socket.close()  # 1000
     page.wait_for_function("document.querySelector('#status').textContent === 'ended (bot finished)'", timeout=WAIT_MS)
-    assert time.monotonic() - closed < 1.0  # not the grace plus a sweep
-    assert not [text for text in page.evaluate("window.seen") if text.startswith("bot away")]
+    # Never "bot away" on the way (a dropped bot's session is away for the grace first); the time is only a
+    # loose bound, for a loaded machine: the property is the path, not the speed (bench/storm.py measures that).
+    assert not [text for text in page.evaluate("window.seen") if text.startswith("bot away")], page.evaluate(
+        "window.seen"
+    )
+    assert time.monotonic() - closed < 5.0

@@ -226,3 +226,18 @@ def test_end_of_reads_the_messages_first():
     assert lifecycle.end_of(state, lifecycle.LEFT_WITH_SERVER) == ("client_hung_up", "client hung up")
     state.fatal = True
     assert lifecycle.end_of(state, "bot finished") == ("fatal_error", "fatal error")
+
+
+@pytest.mark.django_db
+def test_a_finished_bots_session_reads_as_ending_never_away_until_its_end_is_stored(org, staff_client):
+    """Between a 1000 close and the sweep that ends it (a few ms to GATHER), a row says "finished", not away."""
+    now = timezone.now()
+    finishing = Session.objects.create(
+        organization=org, session_id="finishing", bot_left_at=now, end_reason=EndKind.BOT_FINISHED.label
+    )
+    dropped = Session.objects.create(organization=org, session_id="dropped", bot_left_at=now, end_reason=lifecycle.LEFT)
+    assert (finishing.bot_state, finishing.row()["bot"]) == ("finished", "finished")
+    assert dropped.bot_state == "away"
+    html = staff_client.get("/sessions/").content.decode()
+    assert '<span class="pill live">ending (bot finished)</span>' in html
+    assert html.count("bot away since") == 1

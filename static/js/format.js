@@ -166,6 +166,10 @@ export function sessionStatus(row, state) {
     const failed = row?.failed === true || FAILED_ENDS.has(endKind) || row?.fatal === true || state?.fatal === true;
     return { kind: "ended", failed, pill: failed ? "ended error" : "ended", text: reason ? `ended (${reason})` : "ended" };
   }
+  if (row?.bot === "finished") {
+    // Its bot closed with 1000: the session is ending (the server stores the end within moments), not away.
+    return { kind: "ending", failed: false, pill: "live", text: "ending (bot finished)" };
+  }
   if (row?.bot === "away") {
     const since = row.away_since ? clockTime(new Date(row.away_since)) : "?";
     const text = `bot away since ${since} — the session ends if it does not return within the grace period`;

@@ -225,6 +225,9 @@ test("the status pill says live, bot away since when, or ended and how, failures
   assert.equal(away.pill, "away");
   assert.equal(away.text, `bot away since ${clockTime(since)} — the session ends if it does not return within the grace period`);
   assert.match(away.text, /^bot away since 09:05:07 \S+ — /);
+  // A bot that closed with 1000 has finished: the session is ending, never "away" (its end is stored within moments).
+  const finishing = sessionStatus({ status: "live", bot: "finished", away_since: since.toISOString() }, { ended: false });
+  assert.deepEqual(finishing, { kind: "ending", failed: false, pill: "live", text: "ending (bot finished)" });
   const row = (end_kind, end_reason, failed) => ({ status: "ended", end_kind, end_reason, failed, bot: null });
   const ended = (text, failed) => ({ kind: "ended", failed, pill: failed ? "ended error" : "ended", text });
   assert.deepEqual(sessionStatus(row("client_hung_up", "client hung up", false), {}), ended("ended (client hung up)", false));
