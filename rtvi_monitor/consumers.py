@@ -157,6 +157,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             self.bytes = TokenBucket(settings.INGEST_RATE_BYTES, settings.INGEST_RATE_BURST_SECONDS)
             self.writer = writer.get_writer()
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
+            lifecycle.forget_finishing(session.pk)
             self.live_session = await registry.attach(session)
         finally:
             registry.connecting -= 1

@@ -214,6 +214,14 @@ async def sweep() -> int:
 
 
 END_BATCH = 200  # sessions a sweep ends with one read of their events and one transaction
+# Sessions whose bot finished (closed with 1000) on this process, with their complete states, until the
+# sweep ends them; a bot that comes back takes its session from the database, and its entry goes.
+_finishing: dict[int, LiveSession] = {}
+
+
+def forget_finishing(pk: int) -> None:
+    """A bot connected to the session: a state kept for its end is stale now."""
+    _finishing.pop(pk, None)
 
 
 def connected_now() -> set[int]:
@@ -229,18 +237,28 @@ async def _end_away(due: list[tuple[int, datetime, str]]) -> int:
     thread, where connected bots' acks wait, is not held up.
     """
     began = time.monotonic()
+    kept = {pk: _finishing.pop(pk, None) for pk, _, _ in due}
+    kept = {
+        pk: live
+        for (pk, _, reason) in due
+        if (live := kept[pk]) is not None and reason == EndKind.BOT_FINISHED.label and not live.ended
+    }
     try:
-        gone = await in_db_thread(_load_many, [pk for pk, _, _ in due], executor=LIFECYCLE_THREAD)
+        missing = [pk for pk, _, _ in due if pk not in kept]
+        gone = await in_db_thread(_load_many, missing, executor=LIFECYCLE_THREAD) if missing else {}
     except Exception:  # the next sweep tries again
+        _finishing.update(kept)
         logger.exception("Could not load %d sessions to end; trying again at the next sweep", len(due))
         return 0
+    gone.update(kept)
     ends = []
     for pk, left_at, reason in due:
         live = gone.get(pk)
         if live is None:
             continue
         try:
-            # Loaded for this end alone: nobody else holds its state, so no copy (the sweep's main cost).
+            # Loaded for this end alone, or a finished bot's, detached: nobody else holds its state, so no
+            # copy (the sweep's main cost).
             ends.append(_final(live, reason or LEFT, left_at.timestamp(), shared=False))
         except Exception:  # one session that cannot be ended must not keep the others live
             logger.exception("Could not end session %s; trying again at the next sweep", pk)
@@ -299,6 +317,10 @@ async def bot_left(
     if not session:
         return
     if finished:
+        # Its state is complete (the consumer flushed before detaching it) and nobody else holds it: the
+        # sweep ends the session from it rather than replaying every stored event (500 finishing at once
+        # read all their events back: a burst of hundreds of MB).
+        _finishing[live_session.pk] = live_session
         # Ended by the sweep, woken for it: bots that finish together (a deploy, a region's calls at
         # the hour) end in bulk on the lifecycle's thread, not one by one on the writer's.
         sweep_soon()

@@ -72,6 +72,38 @@ async def test_a_bot_that_closes_with_1000_ends_its_session_at_once_as_finished(
     await watcher.disconnect()
 
 
+async def test_a_finished_session_ends_from_its_bots_state_without_reading_its_events_back(
+    ingest_token, settings, monkeypatch
+):
+    """500 finishing at once used to replay every stored event of theirs in one go (hundreds of MB)."""
+    settings.SESSION_END_GRACE = 30
+    loaded = []
+    load_many = lifecycle._load_many
+    monkeypatch.setattr(lifecycle, "_load_many", lambda pks: loaded.extend(pks) or load_many(pks))
+    bot = await connect(ingest_token, "finished-kept")
+    await talk(bot, *GREETING)
+    await bot.disconnect(code=1000)
+    stored = await ended("finished-kept")
+    assert stored.pk not in loaded
+    assert stored.end_kind == "bot_finished" and stored.event_count == 2
+    assert [t["text"] for t in stored.state["transcript"]] == ["Hi"]
+    assert stored.pk not in lifecycle._finishing
+
+    # A bot that connects takes the session from the database: a state kept for its end is stale, and goes.
+    first = await connect(ingest_token, "finished-back")
+    await talk(first, *GREETING)
+    pk = (await session("finished-back")).pk
+    lifecycle._finishing[pk] = object()
+    second = bot_socket("finished-back", ingest_token)
+    assert (await second.connect())[0]
+    await send(second, wrap(1, rtvi("bot-llm-text", {"text": "again"}), direction="to-client"))
+    await receive(second)  # attached by now
+    assert pk not in lifecycle._finishing
+    await first.disconnect(code=1000)
+    await second.disconnect(code=1000)
+    assert (await ended("finished-back")).end_kind == "bot_finished"
+
+
 async def test_a_bot_that_drops_is_away_for_the_grace_then_vanished_and_failed(ingest_token, staff_cookie, settings):
     settings.SESSION_END_GRACE = 0.5
     page = browser_socket("/ws/sessions/dropped/", staff_cookie)
