@@ -6,7 +6,7 @@ not JSON (`stored_form`); browsers get long messages as previews
 """
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rtvi_monitor import protocol
@@ -53,7 +53,22 @@ class Row:
     reply: dict | None  # what the bot is told once it is stored
     stream: str = ""
     bot_seq: int | None = None
-    repliers: list[Replier] = field(default_factory=list)  # the connections to tell once it is stored
+    # The connection to tell once it is stored; a resend's, on another connection, in `more_repliers` (rare:
+    # no list per row, which under a full backlog was thousands more objects for the collector to walk).
+    replier: Replier | None = None
+    more_repliers: list[Replier] | None = None
+
+    def add_replier(self, replier: Replier) -> None:
+        if self.replier is None:
+            self.replier = replier
+        elif replier is not self.replier and replier not in (self.more_repliers or ()):
+            self.more_repliers = [*(self.more_repliers or ()), replier]
+
+    @property
+    def repliers(self) -> tuple:
+        if self.replier is None:
+            return ()
+        return (self.replier, *self.more_repliers) if self.more_repliers else (self.replier,)
     holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 

@@ -106,8 +106,7 @@ class LiveSession:
             if held == content_hash(text):
                 pending = self.pending.get((stream, seq))
                 if pending is not None:
-                    if replier not in pending.repliers:
-                        pending.repliers.append(replier)
+                    pending.add_replier(replier)
                     return None, None
                 return None, {"ack": seq}
             error = f"seq {seq} already holds a different message; this one is recorded as invalid beside it"
@@ -156,7 +155,7 @@ class LiveSession:
     @staticmethod
     def _wait(row: Row, replier: Replier) -> Row:
         if row.reply is not None:
-            row.repliers.append(replier)
+            row.add_replier(replier)
         return row
 
     def stored(self, row: Row) -> None:
