@@ -69,6 +69,7 @@ class Row:
         if self.replier is None:
             return ()
         return (self.replier, *self.more_repliers) if self.more_repliers else (self.replier,)
+
     holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 
