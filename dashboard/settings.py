@@ -251,6 +251,10 @@ LOGGING = {
 # INGEST_MAX_FRAME_BYTES: a bot frame larger than this (in UTF-8 bytes) closes
 # its socket with 4009 after an {"error", "fatal"} frame.
 INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(256 * 1024))
+# REDACTION_BUILTIN: remove e-mail addresses, phone numbers, payment cards (Luhn), IBANs and US SSNs
+# from every text a bot sends, before it is stored (rtvi_monitor/redaction.py). On unless set to false;
+# organizations add their own patterns in the admin (Redaction rules).
+REDACTION_BUILTIN = envbool("REDACTION_BUILTIN", "true")
 # INGEST_RATE_LIMIT: RTVI messages per second one bot connection may sustain;
 # bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
 INGEST_RATE_LIMIT = envfloat("INGEST_RATE_LIMIT", "1000")

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from dashboard.admin import SecretAdmin
-from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, Session
+from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, RedactionRule, Session
 
 admin.site.register(IngestToken, SecretAdmin)
 
@@ -48,6 +48,15 @@ class AlertDeliveryInline(admin.TabularInline):
 
     def has_add_permission(self, request, obj=None):
         return False
+
+
+@admin.register(RedactionRule)
+class RedactionRuleAdmin(admin.ModelAdmin):
+    """An organization's own patterns, removed before storage beside the built-in detectors (checked on save)."""
+
+    list_display = ("name", "organization", "pattern", "enabled", "created_at")
+    list_filter = ("organization", "enabled")
+    search_fields = ("name", "pattern")
 
 
 @admin.register(AlertRule)

@@ -1,6 +1,7 @@
 """JSON for scripts: sessions, one session's derived state, and its messages (NDJSON, pages, one by one)."""
 
 import asyncio
+import json
 import re
 from functools import wraps
 
@@ -120,12 +121,14 @@ def _ndjson_lines(session_pk: int):
         rows = list(
             Event.objects.filter(session_id=session_pk, seq__gt=after)
             .order_by("seq")
-            .values_list("seq", "stream", "bot_seq", "direction", "received_at", "message", "valid", "error")[:CHUNK]
+            .values_list(
+                "seq", "stream", "bot_seq", "direction", "received_at", "message", "valid", "error", "redacted"
+            )[:CHUNK]
         )
         if not rows:
             return
         lines = []
-        for seq, stream, bot_seq, direction, received_at, message, valid, error in rows:
+        for seq, stream, bot_seq, direction, received_at, message, valid, error, redacted in rows:
             line = {
                 "seq": seq,
                 "stream": stream,
@@ -136,6 +139,8 @@ def _ndjson_lines(session_pk: int):
             }
             if not valid:
                 line["valid"], line["error"] = False, error
+            if redacted:  # what redaction removed from it before it was stored
+                line["redacted"] = json.loads(redacted)
             lines.append(strict_dumps(line, separators=(",", ":")) + "\n")
         yield "".join(lines)
         after = rows[-1][0]

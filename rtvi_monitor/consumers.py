@@ -34,9 +34,9 @@ from rtvi_dashboard.wire import (
 )
 
 from dashboard.auth import bearer_token, organization_of
-from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, relay, writer
+from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, redaction, relay, writer
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
-from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
+from rtvi_monitor.models import SESSION_ID_RE, IngestToken, RedactionRule, Session
 from rtvi_monitor.ratelimit import TokenBucket
 from rtvi_monitor.registry import LiveSession, registry
 
@@ -98,9 +98,10 @@ async def find_credential(token: str) -> IngestToken | None:
 async def open_ingest(credential: IngestToken, session_id: str, agent: str | None):
     """Open (or reopen) the session for this bot, held by this process.
 
-    Returns (session, event, warning): `event` is "started" for a new session
-    and one reopened after it had ended, "back" when its bot returns within
-    the grace, else "".
+    Returns (session, event, warning, redactor): `event` is "started" for a new
+    session and one reopened after it had ended, "back" when its bot returns
+    within the grace, else ""; `redactor` what is removed from this bot's
+    messages before they are stored (the organization's rules as they are now).
 
     Its queries run on a thread of their own that keeps its connection: on
     Django's shared sync thread each one opened a connection, so a hundred
@@ -110,10 +111,13 @@ async def open_ingest(credential: IngestToken, session_id: str, agent: str | Non
     """
     organization = credential.organization
     link, warning = await agent_link.resolve(organization, agent)
-    session, event = await in_db_thread(
-        Session.objects.open_for_bot, organization, session_id, link, lifecycle.SERVER_ID, executor=CONNECT_THREAD
-    )
-    return session, event, warning
+
+    def open_session():
+        opened = Session.objects.open_for_bot(organization, session_id, link, lifecycle.SERVER_ID)
+        return *opened, RedactionRule.redactor_for(organization.pk)
+
+    session, event, redactor = await in_db_thread(open_session, executor=CONNECT_THREAD)
+    return session, event, warning, redactor
 
 
 class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
@@ -123,6 +127,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     token_pk: int | None = None
     ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
     stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
+    redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
 
     async def connect(self):
         await self.accept()
@@ -151,7 +156,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         registry.per_token[credential.pk] = held + 1
         registry.connecting += 1
         try:
-            session, event, warning = await open_ingest(credential, session_id, query.get("agent"))
+            session, event, warning, self.redactor = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
             self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
             self.bytes = TokenBucket(settings.INGEST_RATE_BYTES, settings.INGEST_RATE_BURST_SECONDS)
@@ -217,7 +222,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             )
         immediate, answered = [], set()
         for item in frames:  # inside a batch each item is judged alone
-            row, reply = self.live_session.accept(item, received_at, self, self.stream)
+            row, reply = self.live_session.accept(item, received_at, self, self.stream, self.redactor)
             if row is not None:
                 self.writer.add(row)
             if reply is not None and reply.get("ack") not in answered:  # one reply per seq per frame

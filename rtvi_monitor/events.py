@@ -5,7 +5,9 @@ not JSON (`stored_form`); browsers get long messages as previews
 (`Row.as_event`, `event_from_db(preview=True)`), the whole one on request.
 """
 
+import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,6 +55,7 @@ class Row:
     reply: dict | None  # what the bot is told once it is stored
     stream: str = ""
     bot_seq: int | None = None
+    redacted: dict | None = None  # what redaction removed from it: {"card": 1}
     # The connection to tell once it is stored; a resend's, on another connection, in `more_repliers` (rare:
     # no list per row, which under a full backlog was thousands more objects for the collector to walk).
     replier: Replier | None = None
@@ -89,6 +92,7 @@ class Row:
             "message": message,
             "valid": self.valid,
             "error": self.error,
+            "redacted": self.redacted,
         }
 
     def as_params(self) -> tuple:
@@ -104,12 +108,19 @@ class Row:
             self.text,
             self.valid,
             self.error,
+            json.dumps(self.redacted, separators=(",", ":")) if self.redacted else "",
         )
 
     def as_state_event(self) -> StateEvent:
         message = self.message if isinstance(self.message, dict) and self.valid else None
         return StateEvent(
-            self.seq, self.direction, event_time(self.sent_at, self.received_at), message, self.valid, self.error
+            self.seq,
+            self.direction,
+            event_time(self.sent_at, self.received_at),
+            message,
+            self.valid,
+            self.error,
+            self.redacted,
         )
 
     def quarantine(self, problem: str) -> None:
@@ -148,6 +159,7 @@ def event_from_db(event: Event, preview: bool = False) -> dict:
         "message": message,
         "valid": event.valid,
         "error": event.error,
+        "redacted": json.loads(event.redacted) if event.redacted else None,
     }
 
 
@@ -187,6 +199,21 @@ def stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:
         return protocol.Validated(None, checked.type, False, checked.known, error, text), text
 
 
+def redact(checked: protocol.Validated, redactor) -> tuple[protocol.Validated, dict | None]:
+    """The message (its payload's texts) or the raw text of what is not a message, with what the
+    organization's redactor removes replaced (rtvi_monitor/redaction.py); and what was removed."""
+    if not redactor:
+        return checked, None
+    counts = Counter()
+    if isinstance(checked.message, dict):
+        message = redactor.message(checked.message, counts)
+        if message is not checked.message:
+            checked = dataclasses.replace(checked, message=message)
+    elif checked.raw:
+        checked = dataclasses.replace(checked, raw=redactor.text(checked.raw, counts))
+    return checked, (dict(counts) if counts else None)
+
+
 def stored_text(event: dict) -> str:
     message = event["message"]
     return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
@@ -206,6 +233,7 @@ def replay(events: list[dict]) -> SessionState:
             e["message"] if isinstance(e["message"], dict) and e["valid"] else None,
             e["valid"],
             e["error"],
+            e.get("redacted"),
         )
         for e in events
     )

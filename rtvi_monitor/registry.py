@@ -15,8 +15,9 @@ from channels.db import database_sync_to_async
 from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
-from rtvi_monitor.events import Replier, Row, content_hash, load_state, reply_text, stored_form, stored_text
+from rtvi_monitor.events import Replier, Row, content_hash, load_state, redact, reply_text, stored_form, stored_text
 from rtvi_monitor.models import Session, storable
+from rtvi_monitor.redaction import NONE, Redactor
 from rtvi_monitor.state import SessionState
 
 DIRECTIONS = ("to-client", "from-client")
@@ -65,7 +66,7 @@ class LiveSession:
         return self.max_seq + 1
 
     def accept(
-        self, frame: Any, received_at: float, replier: Replier, stream: str = ""
+        self, frame: Any, received_at: float, replier: Replier, stream: str = "", redactor: Redactor = NONE
     ) -> tuple[Row | None, dict | None]:
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.
 
@@ -77,20 +78,25 @@ class LiveSession:
         still pending is acked when it is stored. Everything else is recorded
         under the dashboard's next seq: a (stream, seq) that holds other
         content is recorded as invalid and reported, and keeps what it held.
+
+        Before anything else sees it, `redactor` (the organization's: rtvi_monitor/redaction.py) removes
+        what it finds from the message's texts; what is stored, compared, relayed and folded is that.
         """
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
             # Bare RTVI message, or something that is not even JSON: stored in the dashboard's order.
-            checked, text = stored_form(protocol.check(frame))
+            checked, redacted = redact(protocol.check(frame), redactor)
+            checked, text = stored_form(checked)
             row = self._row(
                 stream, None, protocol.default_direction(checked.type), checked, received_at, None, "", text
             )
+            row.redacted = redacted
             if not checked.valid:
                 row.reply = {"error": reply_text(checked.error), "seq": None}
             return self._wait(row, replier), None
 
         seq = frame["seq"]
-        checked = protocol.check(frame["message"])
+        checked, redacted = redact(protocol.check(frame["message"]), redactor)
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
             error = f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; recorded without it"
             checked, text = stored_form(checked)
@@ -98,6 +104,7 @@ class LiveSession:
                 stream, None, protocol.default_direction(checked.type), checked, received_at, None, error, text
             )
             row.reply = {"error": error, "seq": None}
+            row.redacted = redacted
             return self._wait(row, replier), None
         checked, text = stored_form(checked)
         numbered = self.seen.get(stream)
@@ -114,6 +121,7 @@ class LiveSession:
                 stream, seq, protocol.default_direction(checked.type), checked, received_at, None, error, text
             )
             row.reply = {"error": error, "seq": seq}
+            row.redacted = redacted
             return self._wait(row, replier), None
 
         direction = frame.get("direction") or protocol.default_direction(checked.type)
@@ -128,6 +136,7 @@ class LiveSession:
             )
             sent_at = None
         row = self._row(stream, seq, direction, checked, received_at, sent_at, wrapper_error, text)
+        row.redacted = redacted
         if not checked.valid or wrapper_error:
             row.reply = {"error": reply_text(checked.error or wrapper_error), "seq": seq}
         elif not checked.known:

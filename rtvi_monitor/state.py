@@ -72,6 +72,7 @@ class Event:
     message: dict | None
     valid: bool = True
     error: str = ""
+    redacted: dict | None = None  # what redaction removed from it before it was stored: {"card": 1}
 
 
 ERROR_TYPES = ("error", "error-response")  # the messages that are a session's errors
@@ -350,7 +351,7 @@ class SessionState:
         # What each model was used for (tokens, TTS characters, STT seconds): what the session cost.
         self.usage: dict[str, dict[str, float]] = {}
         self._llm_model = ""  # the LLM's model from its metrics: real bots' tokens entries name none
-        self.counts = {"total": 0, "invalid": 0, "unknown": 0, "unparseable": 0, "by_type": {}}
+        self.counts = {"total": 0, "invalid": 0, "unknown": 0, "unparseable": 0, "by_type": {}, "redacted": {}}
         self.last_at: float | None = None
 
     # --- folding -------------------------------------------------------------
@@ -381,6 +382,8 @@ class SessionState:
         msg_type = message.get("type") if message is not None else None
         counts = self.counts
         counts["total"] += 1
+        if event.redacted:
+            self._count_redacted(event.redacted)
         if not isinstance(msg_type, str) or not msg_type:
             counts["unparseable"] += 1  # no readable type: not JSON, not an object, or no type
             counts["invalid"] += 1
@@ -1017,6 +1020,13 @@ class SessionState:
 
     # --- the session's end, which the server knows and the messages may not ---
 
+    def _count_redacted(self, redacted: dict) -> None:
+        """What redaction removed, by kind (the built-in detectors' and the organization's own)."""
+        counts = self.counts["redacted"]
+        for kind, n in redacted.items():
+            if isinstance(kind, str) and isinstance(n, int) and (kind in counts or len(counts) < MAX_TYPES):
+                counts[kind] = counts.get(kind, 0) + n
+
     def end(self, at: float, reason: str, kind: str = "") -> None:
         """The session ended (its bot left, or a fatal error): nobody speaks or works any more.
 
@@ -1084,7 +1094,11 @@ class SessionState:
             "end_kind": self.end_kind,
             "totals": {**self.totals, "stt_audio_seconds": round(self.totals["stt_audio_seconds"], 3)},
             "usage": {model: {k: round(v, 3) for k, v in use.items()} for model, use in self.usage.items()},
-            "counts": {**self.counts, "by_type": dict(self.counts["by_type"])},
+            "counts": {
+                **self.counts,
+                "by_type": dict(self.counts["by_type"]),
+                "redacted": dict(self.counts["redacted"]),
+            },
             "last_at": self.last_at,
         }
 

@@ -65,6 +65,7 @@ COLUMNS = (
     "message",
     "valid",
     "error",
+    "redacted",
 )
 
 

@@ -45,6 +45,7 @@ def test_without_a_cursor_the_page_is_the_newest_messages(client, org, api_key):
         "message",
         "valid",
         "error",
+        "redacted",
     }
     assert body["events"][-1]["message"] == "not json at all" and body["events"][-1]["valid"] is False
 

@@ -521,6 +521,7 @@ def test_counts_by_type_invalid_unknown_and_unparseable():
         "unknown": 1,
         "unparseable": 1,
         "by_type": {"bot-ready": 1, "mystery": 1, "user-transcription": 1},
+        "redacted": {},
     }
 
 
