@@ -26,7 +26,9 @@ start to the last receipt.
 be the bot package's DashboardClient (its batching: one frame per 50 ms),
 paced only. --baseline DIR adds a target "baseline": the dashboard run from
 another checkout (its own code and bot package), to compare two builds in
-one run. --timeline prints each run's latency second by second from the
+one run; --baseline-env NAME=VALUE gives the baseline's server a setting of
+its own (`--baseline . --baseline-env REDACTION_BUILTIN=false`: this tree with
+redaction off against on). --timeline prints each run's latency second by second from the
 start of the clock (where in the run the tail is). After each rate the
 dashboard's throughput is given as a share of the plain relay's and of the
 stock Channels relay's measured in the same run.
@@ -177,7 +179,7 @@ class PlainTarget(BareTarget):
 class DashboardTarget(Target):
     name = "dashboard"
 
-    def __init__(self, processes: int = 1, code: str | None = None):
+    def __init__(self, processes: int = 1, code: str | None = None, extra_env: dict | None = None):
         # Production settings (DEBUG off: no query logging), plain HTTP on loopback.
         env = {
             "DEBUG": "false",
@@ -186,6 +188,7 @@ class DashboardTarget(Target):
             "SECURE_SSL_REDIRECT": "false",
             "SESSION_END_GRACE": "5",
             "INGEST_RATE_LIMIT": "100000",
+            **(extra_env or {}),
         }
         self.code = Path(code).resolve() if code else None
         if self.code is not None:
@@ -571,7 +574,16 @@ def main() -> None:
     parser.add_argument("--client", action="store_true", help="bots are the bot package's DashboardClient (batching)")
     parser.add_argument("--timeline", action="store_true", help="also print each run's latency second by second")
     parser.add_argument("--baseline", metavar="DIR", help="also run the dashboard from this checkout, as 'baseline'")
+    parser.add_argument(
+        "--baseline-env",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="a setting for the baseline's server only (with --baseline . : this tree with a setting changed,"
+        " e.g. REDACTION_BUILTIN=false)",
+    )
     args = parser.parse_args()
+    baseline_env = dict(pair.split("=", 1) for pair in args.baseline_env)
     if args.client and args.unpaced:
         parser.error("--client is paced (a real bot sends as things happen)")
 
@@ -587,7 +599,7 @@ def main() -> None:
         kinds.insert(0, "baseline")
     targets = {
         "dashboard": lambda: DashboardTarget(args.processes),
-        "baseline": lambda: DashboardTarget(args.processes, code=args.baseline),
+        "baseline": lambda: DashboardTarget(args.processes, code=args.baseline, extra_env=baseline_env),
         "bare": BareTarget,
         "plain": PlainTarget,
     }

@@ -7,7 +7,6 @@ not JSON (`stored_form`); browsers get long messages as previews
 
 import dataclasses
 import json
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -204,14 +203,14 @@ def redact(checked: protocol.Validated, redactor) -> tuple[protocol.Validated, d
     organization's redactor removes replaced (rtvi_monitor/redaction.py); and what was removed."""
     if not redactor:
         return checked, None
-    counts = Counter()
+    counts: dict[str, int] = {}
     if isinstance(checked.message, dict):
         message = redactor.message(checked.message, counts)
         if message is not checked.message:
             checked = dataclasses.replace(checked, message=message)
     elif checked.raw:
         checked = dataclasses.replace(checked, raw=redactor.text(checked.raw, counts))
-    return checked, (dict(counts) if counts else None)
+    return checked, (counts or None)
 
 
 def stored_text(event: dict) -> str:

@@ -28,7 +28,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from dashboard.auth import bearer_token
 from dashboard.http import json_error, json_methods
-from rtvi_monitor.models import IngestToken, Span, storable, storable_json
+from rtvi_monitor.models import IngestToken, RedactionRule, Span, storable, storable_json
+from rtvi_monitor.redaction import NONE, Redactor
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 MAX_SPANS = 10_000  # per request
@@ -104,8 +105,12 @@ def parse(body: bytes, content_type: str) -> ExportTraceServiceRequest:
         raise BadTraces(f"not an OTLP ExportTraceServiceRequest: {str(exc)[:300]}") from None
 
 
-def spans_of(request: ExportTraceServiceRequest, organization) -> list[Span]:
-    """The request's spans as rows, or BadTraces naming the first that makes no sense."""
+def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redactor = NONE) -> list[Span]:
+    """The request's spans as rows, or BadTraces naming the first that makes no sense.
+
+    Their attributes' texts (an LLM span's prompt and output, a tool call's arguments) go through the
+    organization's `redactor` first, as the bots' messages do (rtvi_monitor/redaction.py).
+    """
     rows = []
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
@@ -128,7 +133,8 @@ def spans_of(request: ExportTraceServiceRequest, organization) -> list[Span]:
                 if span.status.code not in (0, 1, 2):
                     raise BadTraces(f"{where}: status.code must be 0 (unset), 1 (ok) or 2 (error)")
                 attributes = _attributes(span.attributes)
-                conversation = attributes.get("conversation.id")
+                conversation = attributes.get("conversation.id")  # an id, read before redaction
+                attributes = redactor.value(attributes, {})
                 rows.append(
                     Span(
                         organization=organization,
@@ -189,7 +195,8 @@ def traces(request):
     if int(length) > settings.OTLP_MAX_BYTES:
         return json_error(f"The body is over OTLP_MAX_BYTES ({settings.OTLP_MAX_BYTES} bytes).", 413)
     try:
-        rows = spans_of(parse(_body(request), content_type), token.organization)
+        redactor = RedactionRule.redactor_for(token.organization_id)
+        rows = spans_of(parse(_body(request), content_type), token.organization, redactor)
     except OverflowError:
         return json_error(f"The body is over OTLP_MAX_BYTES ({settings.OTLP_MAX_BYTES} bytes).", 413)
     except BadTraces as exc:

@@ -34,7 +34,6 @@ digit skips the digit detectors, one with no "@" skips e-mail; bench/protocol.py
 """
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -87,31 +86,45 @@ class Detector:
     kind: str
     pattern: re.Pattern
     check: Callable[[str], bool] | None = None
-    needs: str = ""  # "digit" or "@": skipped for text without one
+    needs: str = ""  # "digits" (at least MIN_DIGITS of them) or "@": skipped for text without
 
 
 BUILTIN: tuple[Detector, ...] = (
-    Detector("ssn", re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"), None, "digit"),
+    Detector("ssn", re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"), None, "digits"),
     Detector(
         "card",
         re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
         lambda match: luhn(_digits(match)),
-        "digit",
+        "digits",
     ),
     Detector(
         "iban",
         re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])"),
         iban_valid,
-        "digit",
+        "digits",
     ),
     Detector("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), None, "@"),
     Detector(
         "phone",
         re.compile(r"(?<![\w+/#-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{2,5}(?:[ .-]?\d{2,5}){1,4}(?![\w-])"),
         lambda match: _phone(match),
-        "digit",
+        "digits",
     ),
 )
+
+
+# Every digit detector needs at least this many digits in the text (an SSN and the shortest phone: 9).
+MIN_DIGITS = 9
+_ENOUGH_DIGITS = re.compile(rf"(?:\d\D*){{{MIN_DIGITS}}}")
+# A timestamp as messages carry them (every user-transcription has one): nothing in it to remove.
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?")
+
+
+def _nothing_builtin(value: str) -> bool:
+    """No built-in detector can find anything in `value`: too few digits and no "@", or a timestamp."""
+    if "@" in value:
+        return False
+    return len(value) < MIN_DIGITS or _ENOUGH_DIGITS.search(value) is None or _TIMESTAMP.fullmatch(value) is not None
 
 
 def compile_rule(name: str, pattern: str) -> Detector:
@@ -130,33 +143,35 @@ def compile_rule(name: str, pattern: str) -> Detector:
 
 
 class Redactor:
-    """The built-in detectors (unless `builtin` is False) and an organization's own, in that order."""
+    """The built-in detectors (unless `builtin` is False) and an organization's own, in that order.
+
+    `counts` arguments are plain dicts, kind -> how many were removed, filled in place.
+    """
 
     def __init__(self, rules: Iterable[Detector] = (), builtin: bool = True):
-        self.detectors = (*(BUILTIN if builtin else ()), *rules)
+        self.custom = tuple(rules)
+        self.detectors = (*(BUILTIN if builtin else ()), *self.custom)
 
     def __bool__(self) -> bool:
         return bool(self.detectors)
 
-    def text(self, value: str, counts: Counter) -> str:
+    def text(self, value: str, counts: dict) -> str:
         """`value` with every match replaced by its kind in brackets; what was removed added to `counts`."""
-        has_digit = has_at = None
+        # Most texts (an LLM's tokens, a processor's name, a timestamp) have neither: they stop here.
+        at = "@" in value
+        digits = (
+            len(value) >= MIN_DIGITS and _ENOUGH_DIGITS.search(value) is not None and not _TIMESTAMP.fullmatch(value)
+        )
+        if not (digits or at or self.custom):
+            return value
         for detector in self.detectors:
-            if detector.needs == "digit":
-                if has_digit is None:
-                    has_digit = any(c.isdigit() for c in value)
-                if not has_digit:
-                    continue
-            elif detector.needs == "@":
-                if has_at is None:
-                    has_at = "@" in value
-                if not has_at:
-                    continue
+            if (detector.needs == "digits" and not digits) or (detector.needs == "@" and not at):
+                continue
             value = self._apply(detector, value, counts)
         return value
 
     @staticmethod
-    def _apply(detector: Detector, value: str, counts: Counter) -> str:
+    def _apply(detector: Detector, value: str, counts: dict) -> str:
         found = 0
 
         def replace(match: re.Match) -> str:
@@ -168,31 +183,45 @@ class Redactor:
 
         redacted = detector.pattern.sub(replace, value)
         if found:
-            counts[detector.kind] += found
+            counts[detector.kind] = counts.get(detector.kind, 0) + found
         return redacted
 
-    def value(self, value, counts: Counter):
+    def value(self, value, counts: dict):
         """A JSON value with every string in it redacted (keys stay); the same object when nothing changed."""
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             return self.text(value, counts) if value else value
-        if isinstance(value, dict):
-            out, changed = {}, False
-            for key, item in value.items():
+        if kind is dict:
+            pairs = value.items()
+        elif kind is list:
+            pairs = enumerate(value)
+        else:
+            return value  # numbers, booleans, null
+        out = None  # a copy only once something in it changed
+        custom = self.custom
+        for key, item in pairs:
+            item_kind = type(item)
+            if item_kind is str:
+                if not custom and _nothing_builtin(item):
+                    continue  # the common case: a token, a name, a flag, a timestamp
+                new = self.text(item, counts)
+            elif item_kind is dict or item_kind is list:
                 new = self.value(item, counts)
-                changed = changed or new is not item
+            else:
+                continue
+            if new is not item:
+                if out is None:
+                    out = dict(value) if kind is dict else list(value)
                 out[key] = new
-            return out if changed else value
-        if isinstance(value, list):
-            items = [self.value(item, counts) for item in value]
-            return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
-        return value
+        return value if out is None else out
 
-    def message(self, message: dict, counts: Counter) -> dict:
+    def message(self, message: dict, counts: dict) -> dict:
         """An RTVI message with its payload (`data`) redacted; type, label and id untouched."""
-        if "data" not in message:
+        data = message.get("data")
+        if data is None:
             return message
-        data = self.value(message["data"], counts)
-        return message if data is message["data"] else {**message, "data": data}
+        redacted = self.value(data, counts)
+        return message if redacted is data else {**message, "data": redacted}
 
 
 NONE = Redactor(builtin=False)

@@ -9,7 +9,6 @@ bots only; the installation can turn the built-in detectors off.
 
 import json
 import re
-from collections import Counter
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -24,8 +23,8 @@ from tests.sockets import bot_socket, browser_socket, receive, receive_until, rt
 
 
 def redacted(text: str, redactor: Redactor = DEFAULT) -> tuple[str, dict]:
-    counts = Counter()
-    return redactor.text(text, counts), dict(counts)
+    counts = {}
+    return redactor.text(text, counts), counts
 
 
 @pytest.mark.parametrize(
@@ -55,6 +54,7 @@ def test_each_built_in_detector_removes_what_it_is_for(said, stored, counts):
         "msg-123456789 call_123456789 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
         "DE89 3704 0044 0532 0130 01",  # the IBAN's check digits do not add up
         "a@b is not an address, nor is user@localhost",
+        "2025-06-01T10:00:00.123+00:00",  # every user-transcription's timestamp
     ],
 )
 def test_what_only_looks_like_it_is_left_alone(said):
@@ -93,7 +93,7 @@ def test_redaction_is_idempotent_and_keeps_text_without_digits_or_at_signs(text)
 
 
 def test_json_values_are_redacted_keys_and_the_message_envelope_are_not():
-    counts = Counter()
+    counts = {}
     message = {
         "label": "rtvi-ai",
         "type": "llm-function-call",
@@ -103,9 +103,9 @@ def test_json_values_are_redacted_keys_and_the_message_envelope_are_not():
     out = DEFAULT.message(message, counts)
     assert out["data"]["args"] == {"email": "[email]", "cards": ["[card]"]}
     assert out["id"] == "4111111111111111" and out["type"] == "llm-function-call"
-    assert dict(counts) == {"email": 1, "card": 1}
+    assert counts == {"email": 1, "card": 1}
     clean = {"label": "rtvi-ai", "type": "bot-llm-text", "data": {"text": "Hello there"}}
-    assert DEFAULT.message(clean, Counter()) is clean  # nothing found: nothing copied
+    assert DEFAULT.message(clean, {}) is clean  # nothing found: nothing copied
 
 
 @pytest.mark.parametrize(
@@ -245,3 +245,40 @@ async def test_the_api_and_the_export_give_the_redacted_words(org, ingest_token,
         {"email": 1, "phone": 1},
         {"card": 1},
     ]
+
+
+@pytest.mark.django_db
+def test_trace_span_attributes_are_redacted_before_they_are_stored(client, org):
+    """An LLM span's input and output (Pipecat's tracing records the prompt and the reply) carry the caller's words."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+    from rtvi_monitor.models import Span
+    from tests.otlp_samples import span
+
+    RedactionRule.objects.create(organization=org, name="member-id", pattern=r"M-\d{6}")
+    _, token = IngestToken.issue(org, "bot")
+    llm = span(
+        1,
+        "llm",
+        0,
+        900,
+        conversation__id="call-4155550100",
+        input=SAID,
+        output="I have noted 4111 1111 1111 1111.",
+        tool__arguments=json.dumps(CALL_ARGS),
+    )
+    body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[llm])])])
+    response = client.post(
+        "/v1/traces",
+        body.SerializeToString(),
+        content_type="application/x-protobuf",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 200, response.content
+    stored = Span.objects.get()
+    attributes = json.dumps(stored.attributes)
+    for secret in ("4111", "ana@example.com", "7700 900123", "M-123456"):
+        assert secret not in attributes
+    assert "[card]" in attributes and "[member-id]" in attributes and "[phone]" in attributes
+    assert stored.conversation_id == "call-4155550100"  # an id, joined to its session as sent

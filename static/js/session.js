@@ -123,7 +123,8 @@ function renderHeader(state) {
   }
   setText("fact-status", facts.status.text);
   $("fact-status").className = `status-${facts.status.kind}${facts.status.failed ? " failed" : ""}`;
-  for (const key of ["started", "ended", "duration", "turns", "interruptions", "errors", "protocol", "deployment"]) {
+  const keys = ["started", "ended", "duration", "turns", "interruptions", "errors", "protocol", "deployment", "redacted"];
+  for (const key of keys) {
     setText(`fact-${key}`, facts[key]);
   }
   $("fact-errors").classList.toggle("bad", facts.errors !== "0" && facts.errors !== "—");

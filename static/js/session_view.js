@@ -92,7 +92,16 @@ export function headerFacts(row, state, now) {
     protocol: state?.protocol_version || row?.protocol_version || "?",
     deployment: deploymentText(row, state),
     cost: costText(row?.cost_usd),
+    redacted: redactedText(state?.counts?.redacted),
   };
+}
+
+/** What redaction removed before storage, by kind, most first: "2 card, 1 email"; "none" when nothing. */
+export function redactedText(redacted) {
+  const entries = Object.entries(redacted || {}).filter(([, n]) => typeof n === "number" && n > 0);
+  if (entries.length === 0) return "none";
+  entries.sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
+  return entries.map(([kind, n]) => `${n} ${kind}`).join(", ");
 }
 
 /**

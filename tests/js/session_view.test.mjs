@@ -17,6 +17,7 @@ const {
   mergeBySeq,
   panWindow,
   previewText,
+  redactedText,
   replyTurns,
   serviceName,
   seriesNames,
@@ -326,4 +327,12 @@ test("merging keeps seq order and each seq once; indexAt finds the row at or bef
   assert.equal(indexAt(items, 30, (i) => i.at), 2);
   assert.equal(indexAt(items, 5, (i) => i.at), 0);
   assert.equal(indexAt([], 5, (i) => i.at), -1);
+});
+
+test("the header says what redaction removed before storage, most first, or none", () => {
+  assert.equal(redactedText(undefined), "none");
+  assert.equal(redactedText({}), "none");
+  assert.equal(redactedText({ email: 1, card: 2, phone: 1 }), "2 card, 1 email, 1 phone");
+  assert.equal(redactedText({ "member-id": 3, bogus: "x" }), "3 member-id");
+  assert.equal(headerFacts({ status: "live" }, { counts: { redacted: { card: 1 } } }, 0).redacted, "1 card");
 });
