@@ -68,6 +68,12 @@ class LiveSession:
     def accept(
         self, frame: Any, received_at: float, replier: Replier, stream: str = "", redactor: Redactor = NONE
     ) -> tuple[Row | None, dict | None]:
+        row, reply = self._accept(frame, received_at, replier, stream, redactor)
+        if row is not None and row.error and redactor:
+            row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
+        return row, reply
+
+    def _accept(self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor):
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.
 
         `frame` is the parsed JSON, or the raw text when it was not JSON;

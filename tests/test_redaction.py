@@ -282,3 +282,21 @@ def test_trace_span_attributes_are_redacted_before_they_are_stored(client, org):
         assert secret not in attributes
     assert "[card]" in attributes and "[member-id]" in attributes and "[phone]" in attributes
     assert stored.conversation_id == "call-4155550100"  # an id, joined to its session as sent
+
+
+@pytestmark_live
+async def test_what_is_wrong_with_a_message_never_stores_what_it_quotes(org, ingest_token):
+    """A validation error names the bad value: a card number in the wrong place is not kept in the error either."""
+    bot = bot_socket("quoted", ingest_token)
+    assert (await bot.connect())[0]
+    await send(bot, {"seq": "4111 1111 1111 1111", "message": rtvi("bot-ready", {"version": "2.1.0"})})
+    await send(bot, wrap(1, rtvi("user-transcription", {"text": "hi", "final": "ana@example.com"})))
+    await receive(bot)
+    await receive(bot)
+    await bot.disconnect(code=1000)
+    rows = await sync_to_async(list)(Event.objects.filter(session__session_id="quoted").order_by("seq"))
+    assert [bool(row.error) for row in rows] == [True, True]
+    assert "seq: expected a whole number" in rows[0].error and "[card]" in rows[0].error
+    assert "[email]" in rows[1].error
+    stored = json.dumps([[row.message, row.error] for row in rows])
+    assert "4111 1111 1111 1111" not in stored and "ana@example.com" not in stored

@@ -32,6 +32,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from rtvi_monitor.events import replay
+from rtvi_monitor.redaction import luhn
 from tests.conftest import DATABASE_URL, reachable, skip_or_fail
 from tests.server import DaphneServer
 from tests.sockets import rtvi, wrap
@@ -322,6 +323,7 @@ class IngestMachine(RuleBasedStateMachine):
         self.rogue = None
         self.rogue_seq = 0
         self.rogue_sent: dict[int, str] = {}
+        self.cards: set[str] = set()  # card numbers the rogue said: none may be stored
 
     # --- connections ---
 
@@ -480,6 +482,18 @@ class IngestMachine(RuleBasedStateMachine):
             self.rogue_sent[seq] = frame
         self._rogue_send(frame)
 
+    @rule(digits=st.lists(st.integers(0, 9), min_size=12, max_size=18), separator=st.sampled_from(["", " ", "-"]))
+    def rogue_says_a_card_number(self, digits, separator):
+        body = "".join(map(str, digits))
+        number = next(body + d for d in "0123456789" if luhn(body + d))
+        self.cards.add(number)
+        written = separator.join(number[i : i + 4] for i in range(0, len(number), 4))
+        self.rogue_seq += 1
+        message = said(f"my card is {written}, mail ana@example.com")
+        frame = json.dumps(wrap(self.rogue_seq, message, sent_at=time.time()))
+        self.rogue_sent[self.rogue_seq] = frame
+        self._rogue_send(frame)
+
     @invariant()
     def read_what_came(self):
         for client in self.clients:
@@ -518,6 +532,9 @@ class IngestMachine(RuleBasedStateMachine):
     def _check(self) -> None:
         events = stored(self.server, self.session_id)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), "the dashboard's order has a gap"
+        everything = re.sub(r"[ -]", "", json.dumps(events))
+        assert not [number for number in self.cards if number in everything], "a card number was stored"
+        assert "ana@example.com" not in everything
         firsts: dict[tuple[str, int], dict] = {}
         counts: dict[tuple[str, int, str], int] = {}
         for event in events:
