@@ -1,7 +1,53 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price
+from dashboard import audit
+from dashboard.models import Agent, ApiKey, AuditEntry, Deployment, Membership, Organization, Price
+
+
+class AuditedRuleAdmin(admin.ModelAdmin):
+    """A rule's creation, change and deletion go to its organization's audit log."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changed = sorted(form.changed_data) if change else ["created"]
+        audit.record(
+            obj.organization,
+            audit.Action.RULE_CHANGED,
+            f"{obj._meta.verbose_name}: {obj}",
+            request=request,
+            fields=changed,
+        )
+
+    def delete_model(self, request, obj):
+        audit.record(obj.organization, audit.Action.RULE_DELETED, f"{obj._meta.verbose_name}: {obj}", request=request)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            audit.record(
+                obj.organization, audit.Action.RULE_DELETED, f"{obj._meta.verbose_name}: {obj}", request=request
+            )
+        super().delete_queryset(request, queryset)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is append-only, in the site admin too."""
+
+    list_display = ("at", "organization", "actor", "ip", "action", "target")
+    list_filter = ("organization", "action")
+    search_fields = ("actor", "target")
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class SecretAdmin(admin.ModelAdmin):
@@ -15,14 +61,22 @@ class SecretAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            return super().save_model(request, obj, form, change)
-        record, secret = type(obj).issue(obj.organization, obj.name)
+            was_revoked = type(obj).objects.filter(pk=obj.pk, revoked_at__isnull=False).exists()
+            super().save_model(request, obj, form, change)
+            if obj.revoked_at is not None and not was_revoked:
+                audit.record(obj.organization, audit.Action.KEY_REVOKED, f"{obj.key_prefix}…", request=request)
+            return None
+        record, secret = type(obj).issue(obj.organization, obj.name, request=request)
         obj.pk = record.pk
         self.message_user(request, f"New key (copy it now, it is not shown again): {secret}", messages.WARNING)
+        return None
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        revoking = list(queryset.filter(revoked_at__isnull=True))
+        count = queryset.filter(pk__in=[key.pk for key in revoking]).update(revoked_at=timezone.now())
+        for key in revoking:
+            audit.record(key.organization, audit.Action.KEY_REVOKED, f"{key.key_prefix}…", request=request)
         self.message_user(request, f"Revoked {count} key(s).")
 
 

@@ -36,6 +36,7 @@ def _authenticate(request):
             return json_error("Unknown or revoked API key.", 401)
         key.touch()
         request.organization = key.organization
+        request.api_key = key  # the audit log names the key
         return None
     if request.user.is_authenticated and request.user.is_staff:
         request.organization = organization_of(request.user)

@@ -127,11 +127,22 @@ class Secret(models.Model):
         return f"{self.key_prefix}… ({self.organization})"
 
     @classmethod
-    def issue(cls, organization: Organization, name: str = ""):
-        """Create a credential; returns (record, secret). The secret is not stored."""
+    def issue(cls, organization: Organization, name: str = "", *, request=None, actor: str = ""):
+        """Create a credential; returns (record, secret). The secret is not stored; the audit log says who made it."""
+        from dashboard import audit
+
         secret = cls.PREFIX + secrets.token_urlsafe(32)
         record = cls.objects.create(
             organization=organization, name=name, key_hash=hash_secret(secret), key_prefix=secret[:10]
+        )
+        audit.record(
+            organization,
+            audit.Action.KEY_CREATED,
+            f"{record.key_prefix}…",
+            request=request,
+            actor=actor,
+            kind=cls._meta.verbose_name,
+            name=name,
         )
         return record, secret
 
@@ -186,3 +197,72 @@ class Price(models.Model):
             + usage.get("characters", 0) * self.usd_per_thousand_characters / 1e3
             + usage.get("stt_audio_seconds", 0) * self.usd_per_audio_minute / 60
         )
+
+
+class AuditImmutable(Exception):
+    """An audit entry was about to be changed or deleted: the log is append-only."""
+
+
+class AuditQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AuditImmutable("The audit log is append-only: entries are never changed.")
+
+    def delete(self):
+        raise AuditImmutable("The audit log is append-only: entries are never deleted.")
+
+
+class AuditEntry(models.Model):
+    """Who did what to an organization's data, when and from where (dashboard/audit.py writes them).
+
+    Append-only through the product: saving an existing entry, deleting one and the queryset's
+    update() and delete() raise AuditImmutable; the admin shows them read-only.
+    """
+
+    class Action(models.TextChoices):
+        SIGN_IN = "sign_in", "signed in"
+        SIGN_IN_FAILED = "sign_in_failed", "failed to sign in"
+        SESSION_READ = "session_read", "read a session's contents"
+        SESSION_EXPORT = "session_export", "exported a session's messages"
+        KEY_CREATED = "key_created", "created a key or token"
+        KEY_REVOKED = "key_revoked", "revoked a key or token"
+        RULE_CHANGED = "rule_changed", "created or changed a rule"
+        RULE_DELETED = "rule_deleted", "deleted a rule"
+        AUDIT_EXPORT = "audit_export", "exported the audit log"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
+    at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(max_length=200, help_text="A user's name, an API key's prefix, or what ran it.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target = models.CharField(max_length=200, blank=True, help_text="What it was done to: a session id, a key.")
+    detail = models.JSONField(default=dict, blank=True)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at_idx")]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.get_action_display()} {self.target}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AuditImmutable("The audit log is append-only: entries are never changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AuditImmutable("The audit log is append-only: entries are never deleted.")
+
+    def as_json(self) -> dict:
+        return {
+            "id": self.pk,
+            "at": self.at.isoformat(),
+            "actor": self.actor,
+            "ip": self.ip,
+            "action": self.action,
+            "target": self.target,
+            "detail": self.detail,
+        }

@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import api, errors, platform_api, views
+from dashboard import api, audit_views, errors, platform_api, views
 from rtvi_monitor import alert_views, otlp
 
 urlpatterns = [
@@ -13,6 +13,8 @@ urlpatterns = [
     path("alerts/", alert_views.alert_list, name="alert_list"),
     path("api/alerts/", alert_views.alert_list_json, name="api_alert_list"),
     path("api/alerts/rules/", alert_views.alert_rules, name="api_alert_rules"),
+    path("audit/", audit_views.audit_page, name="audit"),
+    path("api/audit/", audit_views.audit_json, name="api_audit"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agents/", views.agent_list, name="agent_list"),

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from dashboard.admin import SecretAdmin
+from dashboard.admin import AuditedRuleAdmin, SecretAdmin
 from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, RedactionRule, Session
 
 admin.site.register(IngestToken, SecretAdmin)
@@ -51,7 +51,7 @@ class AlertDeliveryInline(admin.TabularInline):
 
 
 @admin.register(RedactionRule)
-class RedactionRuleAdmin(admin.ModelAdmin):
+class RedactionRuleAdmin(AuditedRuleAdmin):
     """An organization's own patterns, removed before storage beside the built-in detectors (checked on save)."""
 
     list_display = ("name", "organization", "pattern", "enabled", "created_at")
@@ -60,7 +60,7 @@ class RedactionRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin):
+class AlertRuleAdmin(AuditedRuleAdmin):
     list_display = ("name", "organization", "condition", "agent", "threshold", "window_minutes", "enabled")
     list_filter = ("organization", "condition", "enabled")
     search_fields = ("name",)

@@ -16,6 +16,7 @@ from django.core.validators import URLValidator, validate_email
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from dashboard import audit
 from dashboard.auth import bearer_token, key_or_staff_required, organization_of, staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent
@@ -154,6 +155,9 @@ def alert_rules(request):
     except BadRule as exc:
         return json_error(str(exc), 400)
     rule.save()
+    audit.record(
+        request.organization, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", request=request, fields=["created"]
+    )
     return StrictJsonResponse(rule_json(rule), status=201)
 
 

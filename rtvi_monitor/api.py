@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from dashboard import audit
 from dashboard.auth import key_or_staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
 from dashboard.platform_join import session_platform
@@ -24,13 +25,21 @@ MAX_LIMIT = 500
 
 
 def with_session(view):
-    """The organization's session named in the URL, passed to the view; a JSON 404 when there is none."""
+    """The organization's session named in the URL, passed to the view; a JSON 404 when there is none.
+
+    Every view behind it reads the session's contents: the read is in the audit log (dashboard/audit.py);
+    the NDJSON export is recorded as an export, every time.
+    """
 
     @wraps(view)
     def wrapper(request, session_id, *args, **kwargs):
         session = Session.objects.find(request.organization, session_id)
         if session is None:
             return json_error(f"No session {session_id!r} in your organization.", 404)
+        if view.__name__ == "session_events_ndjson":
+            audit.record(session.organization, audit.Action.SESSION_EXPORT, session.session_id, request=request)
+        else:
+            audit.record_read(session.organization, session.session_id, f"api: {view.__name__}", request=request)
         return view(request, session, *args, **kwargs)
 
     return wrapper

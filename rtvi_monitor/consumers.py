@@ -33,6 +33,7 @@ from rtvi_dashboard.wire import (
     ack_ranges,
 )
 
+from dashboard import audit
 from dashboard.auth import bearer_token, organization_of
 from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, redaction, relay, writer
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
@@ -306,6 +307,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.session = await _find_session(user, self.scope["url_route"]["kwargs"]["session_id"])
         if self.session is None:
             return await self.close(CLOSE_NOT_FOUND)
+        await audit.arecord_read(self.session.organization_id, self.session.session_id, "socket", scope=self.scope)
         self.group = relay.session_group(self.session.pk)
         self.stream = relay.BrowserStream()
         self.held = []  # from now until the first snapshot is out

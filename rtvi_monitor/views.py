@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from dashboard import agents as agents_service
+from dashboard import audit
 from dashboard.auth import organization_of, staff_required
 from rtvi_monitor.models import Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions
@@ -119,6 +120,7 @@ def session_detail(request, session_id):
     session = Session.objects.find(organization_of(request.user), session_id)
     if session is None:
         raise Http404("No such session in your organization.")
+    audit.record_read(session.organization, session.session_id, "page", request=request)
     return render(
         request,
         "rtvi_monitor/session_detail.html",

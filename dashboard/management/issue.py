@@ -30,6 +30,7 @@ class IssueCredentialCommand(BaseCommand):
     """Subclasses set `model` (a dashboard.models.Secret) and `help`."""
 
     model = None
+    command_name = ""  # for the audit log: who made it
 
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True, help="The organization's exact name")
@@ -40,6 +41,6 @@ class IssueCredentialCommand(BaseCommand):
         organization, created = find_organization(org, create)
         if created:
             self.stderr.write(f"Created organization {org!r}.")
-        _, secret = self.model.issue(organization, name)
+        _, secret = self.model.issue(organization, name, actor=f"manage.py {self.command_name}")
         self.stderr.write(f"For organization {organization.name!r}. Store it now: only its hash is kept.")
         self.stdout.write(secret)

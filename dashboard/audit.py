@@ -1,0 +1,132 @@
+"""The audit log: who read, exported, created, revoked or changed what, when and from where.
+
+One function writes an entry (`record`); the places that read a session's
+contents (its page, its socket, the API, the export), issue or revoke
+credentials, change rules, and sign users in call it. Entries are
+append-only (dashboard.models.AuditEntry); they are read on the audit page
+(`/audit/`), at `GET /api/audit/` and as NDJSON (`?format=ndjson`).
+
+A failure to write an entry is logged and never fails what it records: the
+operator still gets the page (an audit store that is down must not take the
+on-call view with it).
+"""
+
+import hashlib
+import logging
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.core.cache import cache
+from django.dispatch import receiver
+
+from dashboard.models import AuditEntry, Membership
+
+logger = logging.getLogger(__name__)
+Action = AuditEntry.Action
+
+
+def _ip(value) -> str | None:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value)) if value else None
+    except ValueError:
+        return None
+
+
+def who(request=None, scope=None) -> tuple[str, object, str | None]:
+    """(actor, user or None, ip) of an HTTP request (a staff login or an API key) or a socket's scope."""
+    if request is not None:
+        key = getattr(request, "api_key", None)
+        ip = _ip(request.META.get("REMOTE_ADDR"))
+        if key is not None:
+            return f"API key {key.key_prefix}… ({key.name or 'unnamed'})", None, ip
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return user.get_username(), user, ip
+        return "anonymous", None, ip
+    if scope is not None:
+        user = scope.get("user")
+        client = scope.get("client") or (None,)
+        name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
+        return name, (user if user is not None and user.is_authenticated else None), _ip(client[0])
+    return "system", None, None
+
+
+def _pk(organization):
+    return getattr(organization, "pk", organization)
+
+
+def record(organization, action: str, target: str = "", *, request=None, scope=None, actor: str = "", **detail):
+    """Append one entry to the organization's audit log (never raises). `organization`: one, or its pk."""
+    if organization is None:
+        return
+    try:
+        name, user, ip = who(request, scope)
+        AuditEntry.objects.create(
+            organization_id=_pk(organization),
+            actor=(actor or name)[:200],
+            user=user,
+            ip=ip,
+            action=action,
+            target=str(target)[:200],
+            detail=detail,
+        )
+    except Exception:
+        logger.exception("Could not write an audit entry (%s %s)", action, target)
+
+
+READ_AGAIN = 60  # seconds: the same actor reading the same session again within this is one entry
+
+
+def record_read(organization, session_id: str, via: str, *, request=None, scope=None) -> None:
+    """Somebody read a session's contents (its page, socket, API): once per actor and session a minute.
+
+    Opening a session page reads it three ways (the page, its socket, its messages' API); a page
+    scrolled back reads more pages of messages. One entry says it: "ana read session X at 10:01".
+    """
+    name, _, _ = who(request, scope)
+    key = "audit-read:" + hashlib.sha256(f"{_pk(organization)}\n{name}\n{session_id}".encode()).hexdigest()
+    try:
+        if not cache.add(key, 1, READ_AGAIN):
+            return
+    except Exception:  # a cache that is down means more entries, never fewer
+        logger.warning("The audit log's read dedupe cache failed", exc_info=True)
+    record(organization, Action.SESSION_READ, session_id, request=request, scope=scope, via=via)
+
+
+async def arecord(organization, action: str, target: str = "", **kwargs) -> None:
+    await sync_to_async(record)(organization, action, target, **kwargs)
+
+
+async def arecord_read(organization, session_id: str, via: str, **kwargs) -> None:
+    await sync_to_async(record_read)(organization, session_id, via, **kwargs)
+
+
+@receiver(user_logged_in)
+def _signed_in(sender, request, user, **kwargs):
+    membership = Membership.objects.filter(user=user).select_related("organization").first()
+    if membership is not None:
+        record(membership.organization, Action.SIGN_IN, user.get_username(), request=request)
+
+
+@receiver(user_login_failed)
+def _sign_in_failed(sender, credentials, request=None, **kwargs):
+    """A failed sign-in with a username that belongs to an organization: its admins should know."""
+    username = (credentials or {}).get("username") or ""
+    membership = (
+        Membership.objects.filter(user__username=username).select_related("organization").first() if username else None
+    )
+    if membership is not None:
+        ip = _ip(request.META.get("REMOTE_ADDR")) if request is not None else None
+        try:
+            AuditEntry.objects.create(
+                organization=membership.organization,
+                actor=username[:200],
+                ip=ip,
+                action=Action.SIGN_IN_FAILED,
+                target=username[:200],
+                detail={},
+            )
+        except Exception:
+            logger.exception("Could not write an audit entry (failed sign-in)")

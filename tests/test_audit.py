@@ -1,0 +1,206 @@
+"""The audit log: who read, exported, created, revoked or changed what; append-only; each organization its own.
+
+Through the real URLconf (pages, API, admin, login) and the real socket router.
+"""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.cache import cache
+from django.core.management import call_command
+
+from dashboard.models import ApiKey, AuditEntry, AuditImmutable, Membership
+from rtvi_monitor.models import RedactionRule
+from tests.session_samples import make_session
+from tests.sockets import browser_socket
+
+pytestmark = pytest.mark.django_db
+Action = AuditEntry.Action
+CREATED_AT = {"created_at_0": "2026-11-24", "created_at_1": "10:00:00"}  # the admin form's date and time
+
+
+def entries(org, action=None) -> list[AuditEntry]:
+    found = AuditEntry.objects.filter(organization=org)
+    return list(found.filter(action=action) if action else found)
+
+
+def bearer(key: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+
+
+@pytest.fixture
+def admin_client(client, org, django_user_model):
+    user = django_user_model.objects.create_superuser("root", password="correct-horse-battery")
+    Membership.objects.create(user=user, organization=org)
+    client.force_login(user)
+    return client
+
+
+def test_reading_a_sessions_page_is_recorded_once_a_minute_per_reader(staff_client, org):
+    make_session(org, "call-1")
+    assert staff_client.get("/sessions/call-1/").status_code == 200
+    assert staff_client.get("/sessions/call-1/").status_code == 200  # again, at once: the same read
+    (entry,) = entries(org, Action.SESSION_READ)
+    assert (entry.actor, entry.ip, entry.target, entry.detail) == ("ops", "127.0.0.1", "call-1", {"via": "page"})
+    assert entry.user.username == "ops"
+    cache.clear()  # a minute on
+    staff_client.get("/api/sessions/call-1/events/")
+    assert [e.detail["via"] for e in entries(org, Action.SESSION_READ)] == ["api: session_events_page", "page"]
+
+
+def test_api_reads_name_the_key_and_every_export_is_recorded(client, org, api_key):
+    make_session(org, "call-1")
+    assert client.get("/api/sessions/call-1/", **bearer(api_key)).status_code == 200
+    (read,) = entries(org, Action.SESSION_READ)
+    assert read.actor == f"API key {api_key[:10]}… (test)" and read.user is None
+    for _ in range(2):
+        response = client.get("/api/sessions/call-1/events.ndjson", **bearer(api_key))
+        b"".join(response.streaming_content)
+    assert len(entries(org, Action.SESSION_EXPORT)) == 2
+
+
+def test_another_organizations_session_is_neither_read_nor_recorded(client, org, other_org):
+    make_session(other_org, "theirs")
+    _, key = ApiKey.issue(org, "ours")
+    assert client.get("/api/sessions/theirs/", **bearer(key)).status_code == 404
+    assert entries(org, Action.SESSION_READ) == [] and entries(other_org, Action.SESSION_READ) == []
+
+
+@pytest.mark.usefixtures("live_path")
+async def test_a_page_watching_a_session_over_its_socket_is_recorded(org, staff_cookie):
+    await sync_to_async(make_session)(org, "call-1")
+    page = browser_socket("/ws/sessions/call-1/", staff_cookie)
+    assert (await page.connect())[0]
+    await page.disconnect()
+    (entry,) = await sync_to_async(entries)(org, Action.SESSION_READ)
+    assert (entry.actor, entry.detail) == ("ops", {"via": "socket"})
+
+
+def test_credentials_made_and_revoked_are_recorded_with_who(admin_client, org):
+    call_command("create_ingest_token", "--org", org.name, stdout=open("/dev/null", "w"), stderr=open("/dev/null", "w"))
+    (made,) = entries(org, Action.KEY_CREATED)
+    assert made.actor == "manage.py create_ingest_token" and made.detail["kind"] == "ingest token"
+    response = admin_client.post(
+        "/admin/dashboard/apikey/add/", {"organization": org.pk, "name": "ci", "revoked_at_0": "", "revoked_at_1": ""}
+    )
+    assert response.status_code == 302, response.content[:2000]
+    key = ApiKey.objects.get(name="ci")
+    by_admin = entries(org, Action.KEY_CREATED)[0]
+    assert (by_admin.actor, by_admin.target, by_admin.detail["kind"]) == (
+        "root",
+        f"{key.key_prefix}…",
+        "private API key",
+    )
+    admin_client.post("/admin/dashboard/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    (revoked,) = entries(org, Action.KEY_REVOKED)
+    assert (revoked.actor, revoked.target) == ("root", f"{key.key_prefix}…")
+
+
+def test_rule_changes_are_recorded(admin_client, client, org, api_key):
+    response = admin_client.post(
+        "/admin/rtvi_monitor/redactionrule/add/",
+        {
+            "organization": org.pk,
+            "name": "member-id",
+            "pattern": r"M-\d{6}",
+            "enabled": "on",
+            "created_at_0": "2026-11-24",
+            "created_at_1": "10:00:00",
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+    rule = RedactionRule.objects.get()
+    admin_client.post(f"/admin/rtvi_monitor/redactionrule/{rule.pk}/delete/", {"post": "yes"})
+    assert [e.action for e in entries(org)][:2] == [Action.RULE_DELETED, Action.RULE_CHANGED]
+    body = {"name": "Fatal", "condition": "fatal_error"}
+    created = client.post("/api/alerts/rules/", json.dumps(body), content_type="application/json", **bearer(api_key))
+    assert created.status_code == 201, created.content
+    latest = entries(org, Action.RULE_CHANGED)[0]
+    assert latest.target == "alert rule: Fatal" and latest.actor.startswith("API key ")
+
+
+def test_a_bad_redaction_rule_is_refused_in_the_admin_and_not_recorded(admin_client, org):
+    response = admin_client.post(
+        "/admin/rtvi_monitor/redactionrule/add/",
+        {
+            "organization": org.pk,
+            "name": "member-id",
+            "pattern": "M-(",
+            "enabled": "on",
+            "created_at_0": "2026-11-24",
+            "created_at_1": "10:00:00",
+        },
+    )
+    assert response.status_code == 200 and b"not a regular expression" in response.content
+    assert not RedactionRule.objects.exists() and entries(org, Action.RULE_CHANGED) == []
+
+
+def test_sign_ins_and_failed_sign_ins_are_recorded(client, staff_user, org):
+    client.post("/login/", {"username": "ops", "password": "wrong"})
+    client.post("/login/", {"username": "ops", "password": "correct-horse-battery"})
+    assert [e.action for e in entries(org)] == [Action.SIGN_IN, Action.SIGN_IN_FAILED]
+    assert {e.ip for e in entries(org)} == {"127.0.0.1"}
+
+
+def test_entries_cannot_be_changed_or_deleted_through_the_product(admin_client, org):
+    make_session(org, "call-1")
+    admin_client.get("/sessions/call-1/")
+    entry = entries(org, Action.SESSION_READ)[0]
+    entry.target = "something else"
+    with pytest.raises(AuditImmutable):
+        entry.save()
+    with pytest.raises(AuditImmutable):
+        entry.delete()
+    with pytest.raises(AuditImmutable):
+        AuditEntry.objects.filter(organization=org).update(actor="nobody")
+    with pytest.raises(AuditImmutable):
+        AuditEntry.objects.filter(organization=org).delete()
+    assert admin_client.get("/admin/dashboard/auditentry/").status_code == 200
+    assert admin_client.get(f"/admin/dashboard/auditentry/{entry.pk}/delete/").status_code == 403
+    admin_client.post(f"/admin/dashboard/auditentry/{entry.pk}/change/", {"actor": "nobody"})
+    assert AuditEntry.objects.get(pk=entry.pk).actor == "root"
+
+
+def test_the_audit_api_is_the_organizations_own_filtered_paged_and_exported(client, org, other_org, api_key):
+    for i in range(3):
+        make_session(org, f"call-{i}")
+        client.get(f"/api/sessions/call-{i}/", **bearer(api_key))
+    make_session(other_org, "theirs")
+    _, other_key = ApiKey.issue(other_org, "theirs")
+    client.get("/api/sessions/theirs/", **bearer(other_key))
+
+    assert client.get("/api/audit/").status_code == 401
+    body = client.get("/api/audit/?action=session_read", **bearer(api_key)).json()
+    assert [e["target"] for e in body["entries"]] == ["call-2", "call-1", "call-0"]
+    assert body["next_before"] is None
+    assert [e["target"] for e in client.get("/api/audit/?target=call-1", **bearer(api_key)).json()["entries"]] == [
+        "call-1"
+    ]
+    theirs = client.get("/api/audit/", **bearer(other_key)).json()["entries"]
+    assert {e["target"] for e in theirs if e["action"] == "session_read"} == {"theirs"}
+    bad = client.get("/api/audit/?action=everything", **bearer(api_key))
+    assert bad.status_code == 400 and "action: expected one of" in bad.json()["error"]
+    assert "since: expected an ISO 8601" in client.get("/api/audit/?since=yesterday", **bearer(api_key)).json()["error"]
+
+    export = client.get("/api/audit/?format=ndjson", **bearer(api_key))
+    lines = [json.loads(line) for line in b"".join(export.streaming_content).decode().splitlines()]
+    assert {line["target"] for line in lines if line["action"] == "session_read"} == {"call-0", "call-1", "call-2"}
+    assert entries(org, Action.AUDIT_EXPORT)[0].actor.startswith("API key ")
+
+
+def test_the_audit_page_shows_the_organizations_entries_and_says_what_is_wrong_with_a_filter(
+    staff_client, org, other_org
+):
+    make_session(org, "call-1")
+    make_session(other_org, "theirs")
+    staff_client.get("/sessions/call-1/")
+    AuditEntry.objects.create(organization=other_org, actor="globex-ops", action=Action.SESSION_READ, target="theirs")
+    AuditEntry.objects.create(organization=org, actor="<script>x</script>", action=Action.SIGN_IN_FAILED)
+    html = staff_client.get("/audit/").content.decode()
+    assert 'data-action="session_read"' in html and "call-1" in html
+    assert "theirs" not in html and "globex-ops" not in html
+    assert "<script>x" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
+    bad = staff_client.get("/audit/?since=yesterday")
+    assert bad.status_code == 200 and "since: expected an ISO 8601" in bad.content.decode()
+    assert staff_client.get("/audit/?action=key_created").content.decode().count('data-action="') == 0
