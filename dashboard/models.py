@@ -223,6 +223,7 @@ class AuditEntry(models.Model):
         SIGN_IN_FAILED = "sign_in_failed", "failed to sign in"
         SESSION_READ = "session_read", "read a session's contents"
         SESSION_EXPORT = "session_export", "exported a session's messages"
+        SESSION_ERASED = "session_erased", "erased a session"
         KEY_CREATED = "key_created", "created a key or token"
         KEY_REVOKED = "key_revoked", "revoked a key or token"
         RULE_CHANGED = "rule_changed", "created or changed a rule"

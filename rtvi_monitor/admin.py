@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from dashboard import audit
 from dashboard.admin import AuditedRuleAdmin, SecretAdmin
 from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, RedactionRule, Session
 
@@ -25,6 +26,25 @@ class SessionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # sessions come from bots
+
+    def delete_model(self, request, obj):
+        self._erase(request, [obj])
+
+    def delete_queryset(self, request, queryset):
+        self._erase(request, list(queryset))
+
+    def _erase(self, request, sessions):
+        """Deleting here erases as the API does: messages and spans too, live calls refused, in the audit log."""
+        from rtvi_monitor.sessions import erase_session
+
+        for session in sessions:
+            erased = erase_session(session)
+            if erased is None:
+                self.message_user(request, f"{session.session_id} is live: erase it once the call has ended.", "error")
+                continue
+            audit.record(
+                session.organization, audit.Action.SESSION_ERASED, session.session_id, request=request, **erased
+            )
 
 
 @admin.register(Event)

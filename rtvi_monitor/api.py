@@ -11,14 +11,14 @@ from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard import audit
-from dashboard.auth import key_or_staff_required
+from dashboard.auth import bearer_token, key_or_staff_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
 from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session
-from rtvi_monitor.sessions import BadFilter, filter_sessions, session_detail
+from rtvi_monitor.sessions import BadFilter, erase_session, filter_sessions, session_detail
 from rtvi_monitor.traces import session_traces
 
 MAX_LIMIT = 500
@@ -38,7 +38,7 @@ def with_session(view):
             return json_error(f"No session {session_id!r} in your organization.", 404)
         if view.__name__ == "session_events_ndjson":
             audit.record(session.organization, audit.Action.SESSION_EXPORT, session.session_id, request=request)
-        else:
+        elif request.method != "DELETE":
             audit.record_read(session.organization, session.session_id, f"api: {view.__name__}", request=request)
         return view(request, session, *args, **kwargs)
 
@@ -76,7 +76,7 @@ def session_list(request):
     )
 
 
-@json_methods("GET")
+@json_methods("GET", "DELETE")
 @key_or_staff_required
 @with_session
 def session_detail_json(request, session):
@@ -84,10 +84,26 @@ def session_detail_json(request, session):
 
     `platform` is what the agents API says of the session (null when it does
     not know it): see dashboard/platform_join.py.
+
+    DELETE (private API key only): erase the session, its messages and its trace spans, for good (a
+    caller's request to be forgotten); a live call is refused (409) until it ends. In the audit log.
     """
+    if request.method == "DELETE":
+        return erase(request, session)
     detail = session_detail(session)
     detail["platform"] = async_to_sync(platform_within_page_wait)(request.organization, session)
     return StrictJsonResponse(detail)
+
+
+def erase(request, session) -> StrictJsonResponse:
+    if not bearer_token(request):
+        # A browser session could be made to send it by another site: erasing takes the key.
+        return json_error("Erasing a session takes 'Authorization: Bearer <private API key>'.", 403)
+    erased = erase_session(session)
+    if erased is None:
+        return json_error(f"Session {session.session_id!r} is live: erase it once the call has ended.", 409)
+    audit.record(session.organization, audit.Action.SESSION_ERASED, session.session_id, request=request, **erased)
+    return StrictJsonResponse({"erased": session.session_id, **erased})
 
 
 async def platform_within_page_wait(organization, session) -> dict | None:

@@ -433,3 +433,25 @@ def _merged(histograms: list[dict[int, int]]) -> dict[int, int]:
         for bucket, n in histogram.items():
             merged[bucket] = merged.get(bucket, 0) + n
     return merged
+
+
+def erase_session(session: Session) -> dict | None:
+    """Delete the session, its stored messages and its trace spans, in one transaction: what was erased.
+
+    None, and nothing deleted, while it is live: its bot would go on streaming into a session that
+    no longer exists (end the call first; a bot that reconnects later starts a new one).
+    """
+    from django.db import transaction
+
+    from rtvi_monitor.models import Event, Span
+
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().filter(pk=session.pk, status=Session.Status.ENDED).first()
+        if locked is None:
+            return None
+        events = Event.objects.filter(session_id=session.pk).count()
+        spans, _ = Span.objects.filter(
+            organization_id=session.organization_id, conversation_id=session.session_id
+        ).delete()
+        locked.delete()
+    return {"messages": events, "spans": spans}

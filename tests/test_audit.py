@@ -204,3 +204,57 @@ def test_the_audit_page_shows_the_organizations_entries_and_says_what_is_wrong_w
     bad = staff_client.get("/audit/?since=yesterday")
     assert bad.status_code == 200 and "since: expected an ISO 8601" in bad.content.decode()
     assert staff_client.get("/audit/?action=key_created").content.decode().count('data-action="') == 0
+
+
+def test_an_ended_session_is_erased_with_its_messages_and_spans_and_the_erase_is_recorded(client, org, api_key):
+    from rtvi_monitor.models import Event, Session, Span
+
+    make_session(org, "call-1", status="ended")
+    make_session(org, "call-2", status="ended")
+    Span.objects.create(
+        organization=org,
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        conversation_id="call-1",
+        name="llm",
+        start_ns=1,
+        end_ns=2,
+    )
+    erased = client.delete("/api/sessions/call-1/", **bearer(api_key))
+    assert erased.status_code == 200, erased.content
+    assert erased.json()["erased"] == "call-1" and erased.json()["spans"] == 1 and erased.json()["messages"] > 0
+    assert not Session.objects.filter(session_id="call-1").exists() and not Span.objects.exists()
+    assert not Event.objects.filter(session__session_id="call-1").exists()
+    assert Event.objects.filter(session__session_id="call-2").exists()  # only that one
+    (entry,) = entries(org, Action.SESSION_ERASED)
+    assert entry.target == "call-1" and entry.detail["spans"] == 1 and entry.actor.startswith("API key ")
+    assert client.get("/api/sessions/call-1/", **bearer(api_key)).status_code == 404
+
+
+def test_a_live_session_another_organizations_or_a_browsers_erase_is_refused(client, staff_client, org, other_org):
+    from rtvi_monitor.models import Session
+
+    make_session(org, "live-1")
+    make_session(org, "ended-1", status="ended")
+    _, key = ApiKey.issue(org, "ours")
+    _, other_key = ApiKey.issue(other_org, "theirs")
+    live = client.delete("/api/sessions/live-1/", **bearer(key))
+    assert live.status_code == 409 and "is live" in live.json()["error"]
+    assert client.delete("/api/sessions/ended-1/", **bearer(other_key)).status_code == 404
+    assert staff_client.delete("/api/sessions/ended-1/").status_code == 403  # a browser's cookie is not enough
+    assert Session.objects.filter(session_id__in=["live-1", "ended-1"]).count() == 2
+    assert entries(org, Action.SESSION_ERASED) == []
+
+
+def test_deleting_a_session_in_the_site_admin_erases_it_as_the_api_does_and_is_recorded(admin_client, org):
+    from rtvi_monitor.models import Session
+
+    make_session(org, "call-1", status="ended")
+    make_session(org, "live-1")
+    ids = list(Session.objects.values_list("pk", flat=True))
+    admin_client.post(
+        "/admin/rtvi_monitor/session/", {"action": "delete_selected", "_selected_action": ids, "post": "yes"}
+    )
+    assert list(Session.objects.values_list("session_id", flat=True)) == ["live-1"]
+    (entry,) = entries(org, Action.SESSION_ERASED)
+    assert (entry.target, entry.actor) == ("call-1", "root")

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,81 +16,122 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Organization',
+            name="Organization",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('agents_api_base_url', models.URLField(blank=True, help_text='e.g. https://api.pipecat.daily.co/v1; blank uses the setting.')),
-                ('agents_api_key', models.CharField(blank=True, help_text='Private key for the agents API; blank uses the setting.', max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=200, unique=True)),
+                (
+                    "agents_api_base_url",
+                    models.URLField(
+                        blank=True, help_text="e.g. https://api.pipecat.daily.co/v1; blank uses the setting."
+                    ),
+                ),
+                (
+                    "agents_api_key",
+                    models.CharField(
+                        blank=True, help_text="Private key for the agents API; blank uses the setting.", max_length=200
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Deployment',
+            name="Deployment",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('image', models.CharField(blank=True, max_length=300)),
-                ('manifest', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deployments', to='dashboard.agent')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("image", models.CharField(blank=True, max_length=300)),
+                ("manifest", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="deployments", to="dashboard.agent"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-            },
-        ),
-        migrations.AddField(
-            model_name='agent',
-            name='active_deployment',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='dashboard.deployment'),
-        ),
-        migrations.CreateModel(
-            name='Membership',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='membership', to=settings.AUTH_USER_MODEL)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='members', to='dashboard.organization')),
-            ],
-        ),
-        migrations.CreateModel(
-            name='ApiKey',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('key_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('key_prefix', models.CharField(editable=False, help_text='First characters, to recognise it.', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='dashboard.organization')),
-            ],
-            options={
-                'verbose_name': 'private API key',
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='agent',
-            name='organization',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agents', to='dashboard.organization'),
+            model_name="agent",
+            name="active_deployment",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="dashboard.deployment",
+            ),
+        ),
+        migrations.CreateModel(
+            name="Membership",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="membership",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="members", to="dashboard.organization"
+                    ),
+                ),
+            ],
+        ),
+        migrations.CreateModel(
+            name="ApiKey",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("key_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                (
+                    "key_prefix",
+                    models.CharField(editable=False, help_text="First characters, to recognise it.", max_length=16),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "organization",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="dashboard.organization"),
+                ),
+            ],
+            options={
+                "verbose_name": "private API key",
+            },
+        ),
+        migrations.AddField(
+            model_name="agent",
+            name="organization",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="agents", to="dashboard.organization"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.UniqueConstraint(fields=('organization', 'name'), name='agent_name_unique_in_org'),
+            model_name="agent",
+            constraint=models.UniqueConstraint(fields=("organization", "name"), name="agent_name_unique_in_org"),
         ),
     ]

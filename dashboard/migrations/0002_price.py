@@ -5,27 +5,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0001_initial'),
+        ("dashboard", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Price',
+            name="Price",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model', models.CharField(help_text='As bots name it in their metrics, e.g. gpt-4o or sonic-2.', max_length=200)),
-                ('usd_per_million_input_tokens', models.FloatField(default=0, help_text='LLM prompt tokens.')),
-                ('usd_per_million_output_tokens', models.FloatField(default=0, help_text='LLM completion tokens.')),
-                ('usd_per_thousand_characters', models.FloatField(default=0, help_text='TTS characters.')),
-                ('usd_per_audio_minute', models.FloatField(default=0, help_text='STT audio.')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='prices', to='dashboard.organization')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "model",
+                    models.CharField(
+                        help_text="As bots name it in their metrics, e.g. gpt-4o or sonic-2.", max_length=200
+                    ),
+                ),
+                ("usd_per_million_input_tokens", models.FloatField(default=0, help_text="LLM prompt tokens.")),
+                ("usd_per_million_output_tokens", models.FloatField(default=0, help_text="LLM completion tokens.")),
+                ("usd_per_thousand_characters", models.FloatField(default=0, help_text="TTS characters.")),
+                ("usd_per_audio_minute", models.FloatField(default=0, help_text="STT audio.")),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="prices", to="dashboard.organization"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['model'],
-                'constraints': [models.UniqueConstraint(fields=('organization', 'model'), name='price_model_unique_in_org')],
+                "ordering": ["model"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("organization", "model"), name="price_model_unique_in_org")
+                ],
             },
         ),
     ]
