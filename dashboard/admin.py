@@ -93,8 +93,15 @@ class DeploymentInline(admin.TabularInline):
 
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
-    list_display = ("name", "id", "created_at")
+    list_display = ("name", "id", "created_at", *Organization.RETENTION_FIELDS)
     search_fields = ("name",)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changed = [name for name in Organization.RETENTION_FIELDS if name in form.changed_data]
+        if changed:
+            kept = {name: getattr(obj, name) for name in changed}
+            audit.record(obj, audit.Action.RETENTION_CHANGED, obj.name, request=request, **kept)
 
 
 @admin.register(Membership)

@@ -27,6 +27,20 @@ class Organization(models.Model):
         max_length=200, blank=True, help_text="Private key for the agents API; blank uses the setting."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Retention (rtvi_monitor/retention.py): days each kind of data is kept after a call ends; blank:
+    # kept until deleted. The purge runs on the server, in bounded batches, and says so in the audit log.
+    keep_messages_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Days an ended call's messages and transcript are kept (its figures stay)."
+    )
+    keep_sessions_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Days an ended call is kept at all."
+    )
+    keep_spans_days = models.PositiveIntegerField(null=True, blank=True, help_text="Days trace spans are kept.")
+    keep_alerts_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Days resolved alerts (and their deliveries) are kept."
+    )
+
+    RETENTION_FIELDS = ("keep_messages_days", "keep_sessions_days", "keep_spans_days", "keep_alerts_days")
 
     class Meta:
         ordering = ["name"]
@@ -229,6 +243,8 @@ class AuditEntry(models.Model):
         RULE_CHANGED = "rule_changed", "created or changed a rule"
         RULE_DELETED = "rule_deleted", "deleted a rule"
         AUDIT_EXPORT = "audit_export", "exported the audit log"
+        RETENTION_CHANGED = "retention_changed", "changed how long data is kept"
+        PURGED = "purged", "purged data past its retention"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     at = models.DateTimeField(default=timezone.now)

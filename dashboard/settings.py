@@ -296,6 +296,11 @@ BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")
 # whichever server process holds the "alerts" lease in the database (one at a
 # time, so each alert fires and is delivered once however many processes run).
 ALERT_EVALUATE_INTERVAL = envfloat("ALERT_EVALUATE_INTERVAL", "5")
+# RETENTION_INTERVAL: seconds between retention purges (rtvi_monitor/retention.py; one process at a
+# time); RETENTION_BATCH: rows of each kind one round deletes; RETENTION_PAUSE: seconds between rounds.
+RETENTION_INTERVAL = envfloat("RETENTION_INTERVAL", "60")
+RETENTION_BATCH = envint("RETENTION_BATCH", "5000")
+RETENTION_PAUSE = envfloat("RETENTION_PAUSE", "0.2")
 # ALERT_DELIVERY_ATTEMPTS: tries of one webhook or e-mail before it is marked
 # failed; the wait doubles from ALERT_RETRY_BASE seconds (capped at an hour).
 ALERT_DELIVERY_ATTEMPTS = envint("ALERT_DELIVERY_ATTEMPTS", "6")

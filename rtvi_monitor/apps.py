@@ -18,7 +18,8 @@ class RtviMonitorConfig(AppConfig):
 
 
 def _start_sweep():
-    from rtvi_monitor import alerts, lifecycle
+    from rtvi_monitor import alerts, lifecycle, retention
 
     lifecycle.start()
     alerts.start()
+    retention.start()

@@ -23,6 +23,8 @@ LIFECYCLE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-li
 CONNECT_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-connect")
 # Alert evaluation reads over many sessions: never on the writer's thread.
 ALERTS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-alerts")
+# Retention purges delete in bounded rounds, on their own thread.
+RETENTION_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-retention")
 
 
 # A thread's connection idle this long is checked (one `SELECT 1`) before its next call: a database

@@ -163,6 +163,9 @@ class Session(models.Model):
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)
+    contents_purged_at = models.DateTimeField(
+        null=True, blank=True, help_text="When retention removed its messages and transcript (its figures stay)."
+    )
     # How it ended (EndKind; blank while live, and for sessions ended before kinds were recorded), and
     # the words for it. While the bot is away, end_reason says why it left ("bot disconnected",
     # "server restarted") until the grace decides.

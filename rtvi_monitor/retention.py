@@ -1,0 +1,135 @@
+"""Retention: an organization's data is kept for as long as it says, then purged on the running server.
+
+Per organization (dashboard.models.Organization, the admin), in days after a
+call ended, each kind on its own, blank meaning "until deleted":
+
+- `keep_messages_days`: an ended call's stored messages, its final state and
+  its transcript text (what people said); its row and figures (duration,
+  turns, latency, errors, cost) stay, and `contents_purged_at` says when;
+- `keep_sessions_days`: the ended call itself, messages and all;
+- `keep_spans_days`: trace spans (by their start);
+- `keep_alerts_days`: resolved alerts and their deliveries.
+
+One process at a time purges (a lease, like the alert engine's), every
+RETENTION_INTERVAL seconds, in rounds of at most RETENTION_BATCH rows of
+each kind, on a thread of its own, so a purge of millions of rows never holds
+the writer's thread or one long transaction: bots' acks and pages go on
+between rounds. Each round that removed something is in the organization's
+audit log ("purged", with what and how many).
+"""
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard import audit
+from dashboard.models import Organization
+from rtvi_monitor import lifecycle
+from rtvi_monitor.alerts import acquire
+from rtvi_monitor.dbthread import RETENTION_THREAD, in_db_thread, start_once
+from rtvi_monitor.models import Alert, Event, Session, Span
+
+logger = logging.getLogger(__name__)
+LEASE = "retention"
+
+
+def _organizations():
+    keeping = Q()
+    for name in Organization.RETENTION_FIELDS:
+        keeping |= Q(**{f"{name}__isnull": False})
+    return Organization.objects.filter(keeping)
+
+
+def _delete_ids(queryset, batch: int) -> int:
+    ids = list(queryset.values_list("pk", flat=True)[:batch])
+    if not ids:
+        return 0
+    return queryset.model.objects.filter(pk__in=ids).delete()[1].get(queryset.model._meta.label, 0)
+
+
+def _purge_messages(organization, cutoff, batch: int) -> tuple[int, int]:
+    """Messages of calls ended before `cutoff`: (messages deleted, calls whose contents are now gone)."""
+    due = Session.objects.filter(
+        organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff, contents_purged_at__isnull=True
+    )
+    pks = list(due.values_list("pk", flat=True)[:batch])
+    if not pks:
+        return 0, 0
+    deleted = _delete_ids(Event.objects.filter(session_id__in=pks), batch)
+    left = set(Event.objects.filter(session_id__in=pks).values_list("session_id", flat=True).distinct())
+    done = [pk for pk in pks if pk not in left]
+    if done:
+        Session.objects.filter(pk__in=done).update(state=None, transcript_text="", contents_purged_at=timezone.now())
+    return deleted, len(done)
+
+
+def purge_round(now=None, batch: int | None = None) -> dict:
+    """One bounded round over every organization that keeps something for a while: what it removed, by org pk."""
+    now = now or timezone.now()
+    batch = batch or settings.RETENTION_BATCH
+    removed: dict = {}
+    for organization in _organizations():
+        counts = {}
+        if organization.keep_messages_days is not None:
+            cutoff = now - timedelta(days=organization.keep_messages_days)
+            messages, calls = _purge_messages(organization, cutoff, batch)
+            if messages or calls:
+                counts["messages"], counts["calls_emptied"] = messages, calls
+        if organization.keep_sessions_days is not None:
+            cutoff = now - timedelta(days=organization.keep_sessions_days)
+            ended = Session.objects.filter(organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff)
+            with transaction.atomic():
+                ids = list(ended.values_list("pk", flat=True)[: max(1, batch // 100)])  # each may hold many messages
+                if ids:
+                    counts["calls"] = Session.objects.filter(pk__in=ids).delete()[1].get("rtvi_monitor.Session", 0)
+        if organization.keep_spans_days is not None:
+            cutoff_ns = int((now - timedelta(days=organization.keep_spans_days)).timestamp() * 1e9)
+            if spans := _delete_ids(Span.objects.filter(organization=organization, start_ns__lt=cutoff_ns), batch):
+                counts["spans"] = spans
+        if organization.keep_alerts_days is not None:
+            cutoff = now - timedelta(days=organization.keep_alerts_days)
+            resolved = Alert.objects.filter(
+                organization=organization, status=Alert.Status.RESOLVED, resolved_at__lt=cutoff
+            )
+            if alerts := _delete_ids(resolved, batch):
+                counts["alerts"] = alerts
+        if counts:
+            audit.record(organization, audit.Action.PURGED, "retention", actor="retention", **counts)
+            removed[organization.pk] = counts
+    return removed
+
+
+async def step() -> bool:
+    """Purge until a round finds nothing (or the lease is lost); True if this process holds the lease."""
+    interval = settings.RETENTION_INTERVAL
+    holder = lifecycle.SERVER_ID
+    lease = timedelta(seconds=max(60.0, 3 * interval))
+    while await in_db_thread(acquire, LEASE, holder, lease, executor=RETENTION_THREAD):
+        removed = await in_db_thread(purge_round, executor=RETENTION_THREAD)
+        if not removed:
+            return True
+        logger.info("Retention purged %s", removed)
+        await asyncio.sleep(settings.RETENTION_PAUSE)  # the writer and the pages between rounds
+    return False
+
+
+async def run() -> None:
+    while True:
+        try:
+            await step()
+        except Exception:
+            logger.exception("The retention purge failed; trying again in %s s", settings.RETENTION_INTERVAL)
+        await asyncio.sleep(settings.RETENTION_INTERVAL)
+
+
+_tasks: dict = {}
+
+
+def start() -> None:
+    """Start purging in this process's event loop (idempotent); only the lease holder purges."""
+    start_once(_tasks, run)
