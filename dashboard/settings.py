@@ -197,6 +197,13 @@ if not DEBUG:
     if envbool("USE_X_FORWARDED_PROTO", "false"):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
+# SESSION_MAX_AGE: seconds a browser login lasts (default 12 hours: a shift), renewed by nothing.
+SESSION_COOKIE_AGE = envint("SESSION_MAX_AGE", str(12 * 3600))
+# LOGIN_MAX_FAILURES (per username) and LOGIN_MAX_FAILURES_PER_IP failed sign-ins within
+# LOGIN_LOCKOUT_SECONDS lock further attempts out for that long (dashboard/login.py).
+LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", "5")
+LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", "20")
+LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
 X_FRAME_OPTIONS = "DENY"
 
 # --- Agents API (dashboard/agents.py) -------------------------------------

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import api, audit_views, errors, platform_api, views
+from dashboard.login import ThrottledAuthenticationForm
 from rtvi_monitor import alert_views, otlp
 
 urlpatterns = [
@@ -15,7 +16,11 @@ urlpatterns = [
     path("api/alerts/rules/", alert_views.alert_rules, name="api_alert_rules"),
     path("audit/", audit_views.audit_page, name="audit"),
     path("api/audit/", audit_views.audit_json, name="api_audit"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
