@@ -246,7 +246,7 @@ from django.contrib.auth import get_user_model
 from dashboard.models import Membership, Organization
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
 user.set_password("bench-password-1"); user.save()
-Membership.objects.update_or_create(user=user, defaults={"organization": Organization.objects.get(name="Bench")})
+Membership.objects.update_or_create(user=user, organization=Organization.objects.get(name="Bench"), defaults={"role": "admin"})
 # A logged-in browser session, made directly: secure cookies cannot be set over plain HTTP.
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore

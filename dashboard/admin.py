@@ -106,8 +106,9 @@ class OrganizationAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ("user", "organization")
-    list_filter = ("organization",)
+    list_display = ("user", "organization", "role", "created_at")
+    list_filter = ("organization", "role")
+    search_fields = ("user__username", "user__email")
 
 
 @admin.register(Agent)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from dashboard import agents as agents_service
 from dashboard.agents import AgentRecord, DeploymentRecord
-from dashboard.auth import bearer_token, key_or_staff_required
+from dashboard.auth import bearer_token, key_or_member_required
 from dashboard.http import StrictJsonResponse, bool_param, json_error, json_methods
 from dashboard.models import Agent, ApiKey
 
@@ -95,7 +95,7 @@ def agents(request):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 async def agents_json(request):
     """GET /api/agents/: the cached list for scripts, with its age and any upstream error."""
     try:

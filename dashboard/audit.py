@@ -105,8 +105,8 @@ async def arecord_read(organization, session_id: str, via: str, **kwargs) -> Non
 
 @receiver(user_logged_in)
 def _signed_in(sender, request, user, **kwargs):
-    membership = Membership.objects.filter(user=user).select_related("organization").first()
-    if membership is not None:
+    # Every organization the user belongs to: each one's admins see who can reach its data.
+    for membership in Membership.objects.filter(user=user).select_related("organization"):
         record(membership.organization, Action.SIGN_IN, user.get_username(), request=request)
 
 
@@ -114,11 +114,11 @@ def _signed_in(sender, request, user, **kwargs):
 def _sign_in_failed(sender, credentials, request=None, **kwargs):
     """A failed sign-in with a username that belongs to an organization: its admins should know."""
     username = (credentials or {}).get("username") or ""
-    membership = (
-        Membership.objects.filter(user__username=username).select_related("organization").first() if username else None
+    memberships = (
+        Membership.objects.filter(user__username=username).select_related("organization") if username else []
     )
-    if membership is not None:
-        ip = _ip(request.META.get("REMOTE_ADDR")) if request is not None else None
+    ip = _ip(request.META.get("REMOTE_ADDR")) if request is not None else None
+    for membership in memberships:
         try:
             AuditEntry.objects.create(
                 organization=membership.organization,

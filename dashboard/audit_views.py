@@ -1,4 +1,4 @@
-"""The audit log, read: a page for staff, JSON and NDJSON for scripts. Scoped to the reader's organization."""
+"""The audit log, read: a page for an organization's admins, JSON and NDJSON for scripts. Scoped to the reader's organization."""
 
 from datetime import datetime
 
@@ -7,9 +7,9 @@ from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
 
 from dashboard import audit
-from dashboard.auth import key_or_staff_required, organization_of, staff_required
+from dashboard.auth import key_or_member_required, member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
-from dashboard.models import AuditEntry
+from dashboard.models import AuditEntry, Role
 
 PAGE = 100  # entries a page
 EXPORT_CHUNK = 1000
@@ -53,9 +53,9 @@ def filtered(organization, params):
     return entries.order_by("-id")
 
 
-@staff_required
+@member_required(role=Role.ADMIN)
 def audit_page(request):
-    organization = organization_of(request.user)
+    organization = request.organization
     error = ""
     try:
         entries = list(filtered(organization, request.GET)[: PAGE + 1])
@@ -88,7 +88,7 @@ def _ndjson(entries):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required(role=Role.ADMIN)
 def audit_json(request):
     """GET /api/audit/: entries newest first (filters as the page's; `before` pages back); ?format=ndjson: all."""
     try:

@@ -60,8 +60,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         return cleaned
 
     def _record_locked(self, username: str) -> None:
-        membership = Membership.objects.filter(user__username__iexact=username).select_related("organization").first()
-        if membership is not None:
+        for membership in Membership.objects.filter(user__username__iexact=username).select_related("organization"):
             audit.record(
                 membership.organization,
                 AuditEntry.Action.SIGN_IN_FAILED,

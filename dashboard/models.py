@@ -2,7 +2,8 @@
 
 These models back the built-in agents API (`/v1/agents`), which serves the
 same contract as Pipecat Cloud, and scope everything else in the dashboard:
-a user, an API key or an ingest token belongs to exactly one organization.
+an API key or an ingest token belongs to exactly one organization; a user belongs
+to one or more, with a role in each (Membership).
 """
 
 import hashlib
@@ -55,14 +56,100 @@ class Organization(models.Model):
         return base_url.rstrip("/"), self.agents_api_key or settings.AGENTS_API_KEY
 
 
-class Membership(models.Model):
-    """Puts a dashboard user in one organization; users see only its data."""
+class Role(models.TextChoices):
+    """What a member may do in an organization; each role may do what the ones before it may."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    VIEWER = "viewer", "viewer"  # health, figures and alerts; never a transcript or a message's contents
+    OPERATOR = "operator", "operator"  # and transcripts, messages, exports, actions on calls
+    ADMIN = "admin", "admin"  # and the organization's settings: members, keys, tokens, rules, prices, retention
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        return [cls.VIEWER, cls.OPERATOR, cls.ADMIN].index(role) if role in cls.values else -1
+
+
+class Membership(models.Model):
+    """A user's place in one organization, with a role. A user may be in several, and picks one at a time."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["organization__name"]
+        constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique")]
 
     def __str__(self) -> str:
-        return f"{self.user} in {self.organization}"
+        return f"{self.user} in {self.organization} ({self.role})"
+
+    def allows(self, role: str) -> bool:
+        """Whether this member's role is `role` or above it."""
+        return Role.rank(self.role) >= Role.rank(role)
+
+    @property
+    def sees_contents(self) -> bool:
+        """Transcripts and messages: operators and admins; a viewer sees figures only."""
+        return self.allows(Role.OPERATOR)
+
+
+class Invitation(models.Model):
+    """A one-time link that makes whoever opens it (signed in, or signing up there) a member with a role."""
+
+    VALID_FOR = timedelta(days=7)
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.organization} ({self.role})"
+
+    @classmethod
+    def issue(cls, organization, email: str, role: str, invited_by=None):
+        """Create an invitation; returns (record, secret). Only the secret's hash is kept."""
+        secret = "inv_" + secrets.token_urlsafe(24)
+        record = cls.objects.create(
+            organization=organization,
+            email=email,
+            role=role,
+            key_hash=hash_secret(secret),
+            invited_by=invited_by,
+            expires_at=timezone.now() + cls.VALID_FOR,
+        )
+        return record, secret
+
+    @classmethod
+    def find(cls, secret: str):
+        """The open invitation with this secret (not used, revoked or expired), or None."""
+        if not secret or len(secret) > 100:
+            return None
+        return (
+            cls.objects.select_related("organization")
+            .filter(key_hash=hash_secret(secret), accepted_at__isnull=True, revoked_at__isnull=True)
+            .filter(expires_at__gt=timezone.now())
+            .first()
+        )
+
+    @property
+    def state(self) -> str:
+        if self.accepted_at:
+            return "accepted"
+        if self.revoked_at:
+            return "revoked"
+        return "expired" if self.expires_at <= timezone.now() else "open"
 
 
 class Agent(models.Model):
@@ -110,10 +197,13 @@ class SecretQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
     def find(self, secret: str):
-        """The active credential with this secret, or None."""
+        """The active credential with this secret (not revoked, not expired), or None."""
         if not secret or len(secret) > 200:
             return None
-        return self.active().select_related("organization").filter(key_hash=hash_secret(secret)).first()
+        found = self.active().select_related("organization").filter(key_hash=hash_secret(secret)).first()
+        if found is not None and getattr(found, "expired", False):
+            return None
+        return found
 
 
 class Secret(models.Model):
@@ -172,12 +262,36 @@ class Secret(models.Model):
 
 
 class ApiKey(Secret):
-    """A private key for the agents API and the JSON API, like Pipecat Cloud's."""
+    """A private key for the agents API and the JSON API, like Pipecat Cloud's.
+
+    Scopes: "read" (every GET, contents included: a key is the organization's own script) and
+    "write" (what changes something: alert rules, acknowledgements, erasing a call). A key may
+    expire; past `expires_at` it is refused as a revoked one is.
+    """
 
     PREFIX = "pk_"
+    SCOPES = ("read", "write")
+
+    scopes = models.CharField(
+        max_length=40, default="read,write", help_text='Comma-separated: "read", "write" or "read,write".'
+    )
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Blank: never expires.")
+
+    objects = SecretQuerySet.as_manager()
 
     class Meta:
         verbose_name = "private API key"
+
+    @property
+    def scope_set(self) -> set[str]:
+        return {scope.strip() for scope in self.scopes.split(",") if scope.strip()}
+
+    def allows(self, scope: str) -> bool:
+        return scope in self.scope_set
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
 class Price(models.Model):
@@ -242,6 +356,11 @@ class AuditEntry(models.Model):
         KEY_REVOKED = "key_revoked", "revoked a key or token"
         RULE_CHANGED = "rule_changed", "created or changed a rule"
         RULE_DELETED = "rule_deleted", "deleted a rule"
+        PRICE_CHANGED = "price_changed", "changed a model's price"
+        MEMBER_INVITED = "member_invited", "invited a member"
+        MEMBER_JOINED = "member_joined", "joined the organization"
+        ROLE_CHANGED = "role_changed", "changed a member's role"
+        MEMBER_REMOVED = "member_removed", "removed a member"
         AUDIT_EXPORT = "audit_export", "exported the audit log"
         RETENTION_CHANGED = "retention_changed", "changed how long data is kept"
         PURGED = "purged", "purged data past its retention"

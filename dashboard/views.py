@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
 from dashboard import platform, platform_join
-from dashboard.auth import aorganization_of, staff_required
+from dashboard.auth import member_required
 from rtvi_monitor.models import Alert
 from rtvi_monitor.sessions import agent_overview, overview
 
@@ -37,12 +37,8 @@ def _wants_deployments(request) -> bool:
     return request.GET.get("deployments", "") in ("1", "true", "on")
 
 
-async def _organization_or_none(request):
-    return await aorganization_of(await request.auser())
-
-
 async def _overview_context(request) -> dict | None:
-    organization = await _organization_or_none(request)
+    organization = request.organization
     if organization is None:
         return None
     # Cached and never raising, as on the agents page: the last good list (with its age) when the upstream
@@ -66,7 +62,7 @@ async def _overview_context(request) -> dict | None:
 
 
 @require_GET
-@staff_required
+@member_required
 async def home(request):
     """Is anything wrong right now? Alerts, error groups, sessions that ended badly, every agent, the agents API."""
     context = await _overview_context(request)
@@ -76,7 +72,7 @@ async def home(request):
 
 
 @require_GET
-@staff_required
+@member_required
 async def overview_panel(request):
     """The Overview's content alone: what its page fetches when the session socket says something changed."""
     context = await _overview_context(request)
@@ -86,9 +82,9 @@ async def overview_panel(request):
 
 
 @require_GET
-@staff_required
+@member_required
 async def agent_list(request):
-    organization = await _organization_or_none(request)
+    organization = request.organization
     include = _wants_deployments(request)
     listing = await agents_service.get_agents(organization, include) if organization else None
     query = request.GET.get("q", "").strip()
@@ -188,8 +184,12 @@ def _page_link(request, **changes) -> str:
     return f"?{params.urlencode()}"
 
 
+async def _nothing():
+    return None
+
+
 @require_GET
-@staff_required
+@member_required
 async def agent_detail(request, agent_id):
     """One agent: its status, the dashboard's figures, deployments side by side, the platform's sessions and logs.
 
@@ -197,7 +197,7 @@ async def agent_detail(request, agent_id):
     them can keep the page waiting past AGENTS_PAGE_WAIT, and a failing one
     shows its last good answer with its age, or says what went wrong.
     """
-    organization = await _organization_or_none(request)
+    organization = request.organization
     if organization is None:
         raise Http404("Your account belongs to no organization.")
     listing = await agents_service.get_agents(organization, include_deployment=True)
@@ -229,12 +229,14 @@ async def agent_detail(request, agent_id):
                 offset=params.logs_offset,
                 query=params.query or None,
                 session_id=params.log_session or None,
-            ),
+            )
+            if request.sees_contents  # a bot's log lines may quote its callers: not for viewers
+            else _nothing(),
         )
         ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now)
         page = sessions_page.value
         more_sessions = page is not None and page.next_offset is not None
-        more_logs = logs.value is not None and logs.value.next_offset is not None
+        more_logs = logs is not None and logs.value is not None and logs.value.next_offset is not None
         context.update(
             ours,
             params=params,
@@ -245,6 +247,7 @@ async def agent_detail(request, agent_id):
             sessions_page=sessions_page,
             sample=sample,
             logs=logs,
+            logs_hidden=not request.sees_contents,
             window_days=platform_join.DEPLOYMENT_WINDOW.days,
             manifest_text=json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent.deployment else "",
             sessions_next=_page_link(request, so=params.sessions_offset + SESSIONS_PAGE) if more_sessions else "",
@@ -258,9 +261,9 @@ async def agent_detail(request, agent_id):
 
 
 @require_POST
-@staff_required
+@member_required
 async def agent_refresh(request):
-    organization = await _organization_or_none(request)
+    organization = request.organization
     include = _wants_deployments(request)
     if organization:
         await agents_service.get_agents(organization, include, refresh=True)

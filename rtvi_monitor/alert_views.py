@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard import audit
-from dashboard.auth import bearer_token, key_or_staff_required, organization_of, staff_required
+from dashboard.auth import bearer_token, key_or_member_required, member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent
 from rtvi_monitor.alerts import DEFAULTS, private_address, settings_of
@@ -137,7 +137,7 @@ def _string(body: dict, name: str, limit: int, validator, expected: str) -> str:
 
 
 @json_methods("GET", "POST")
-@key_or_staff_required
+@key_or_member_required
 def alert_rules(request):
     """GET: the organization's rules. POST (private API key only): create one."""
     if request.method == "GET":
@@ -162,7 +162,7 @@ def alert_rules(request):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 def alert_list_json(request):
     """GET /api/alerts/?status=firing|resolved: the newest 200 alerts, with their deliveries."""
     status = request.GET.get("status", "")
@@ -176,10 +176,10 @@ def alert_list_json(request):
 
 
 @require_GET
-@staff_required
+@member_required
 def alert_list(request):
     """The alerts page: what fires now, what fired before, and whether each delivery went."""
-    organization = organization_of(request.user)
+    organization = request.organization
     alerts = (
         Alert.objects.filter(organization=organization).select_related("rule", "agent").prefetch_related("deliveries")
     )

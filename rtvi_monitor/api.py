@@ -11,7 +11,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard import audit
-from dashboard.auth import bearer_token, key_or_staff_required
+from dashboard.auth import bearer_token, contents_refusal, key_or_member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
 from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
@@ -27,8 +27,9 @@ MAX_LIMIT = 500
 def with_session(view):
     """The organization's session named in the URL, passed to the view; a JSON 404 when there is none.
 
-    Every view behind it reads the session's contents: the read is in the audit log (dashboard/audit.py);
-    the NDJSON export is recorded as an export, every time.
+    Every view behind it reads the session's contents: a viewer is refused (403), but for the
+    session's own JSON, which a viewer gets as its figures alone (the row); the read is in the
+    audit log (dashboard/audit.py); the NDJSON export is recorded as an export, every time.
     """
 
     @wraps(view)
@@ -36,6 +37,10 @@ def with_session(view):
         session = Session.objects.find(request.organization, session_id)
         if session is None:
             return json_error(f"No session {session_id!r} in your organization.", 404)
+        if view.__name__ == "session_detail_json" and request.method == "GET" and not request.sees_contents:
+            return StrictJsonResponse({**session.row(), "contents": "hidden: they need the operator role"})
+        if refused := contents_refusal(request):
+            return refused
         if view.__name__ == "session_events_ndjson":
             audit.record(session.organization, audit.Action.SESSION_EXPORT, session.session_id, request=request)
         elif request.method != "DELETE":
@@ -55,11 +60,11 @@ def _int_param(request, name: str, default: int, maximum: int) -> int:
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 def session_list(request):
     """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&limit=&offset="""
     try:
-        queryset = filter_sessions(request.organization, request.GET)
+        queryset = filter_sessions(request.organization, request.GET, request.sees_contents)
         limit = _int_param(request, "limit", 50, MAX_LIMIT)
         offset = _int_param(request, "offset", 0, 10**9)
     except BadFilter as exc:
@@ -77,7 +82,7 @@ def session_list(request):
 
 
 @json_methods("GET", "DELETE")
-@key_or_staff_required
+@key_or_member_required
 @with_session
 def session_detail_json(request, session):
     """GET /api/sessions/<session_id>/: the session, everything derived from its messages, and its platform record.
@@ -116,7 +121,7 @@ async def platform_within_page_wait(organization, session) -> dict | None:
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 async def session_platform_json(request, session_id):
     """GET /api/sessions/<session_id>/platform/: the platform's record and log lines of the session (or null).
 
@@ -126,11 +131,13 @@ async def session_platform_json(request, session_id):
     session = await sync_to_async(Session.objects.find)(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
+    if refused := contents_refusal(request):  # its log lines may quote the caller
+        return refused
     return StrictJsonResponse({"platform": await platform_within_page_wait(request.organization, session)})
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 @with_session
 def session_traces_json(request, session):
     """GET /api/sessions/<session_id>/traces/: what the bot's OpenTelemetry traces say of each turn (or null)."""
@@ -172,7 +179,7 @@ def _ndjson_lines(session_pk: int):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 @with_session
 def session_events_ndjson(request, session):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
@@ -215,7 +222,7 @@ def _page_params(params) -> dict:
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 @with_session
 def session_events_page(request, session):
     """GET /api/sessions/<session_id>/events/?after=&before=&limit=&type=&direction=: a page of stored messages.
@@ -261,7 +268,7 @@ def session_events_page(request, session):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 @with_session
 def session_event(request, session, seq):
     """GET /api/sessions/<session_id>/events/<seq>/: one stored message, whole (pages show long ones as previews)."""
@@ -272,7 +279,7 @@ def session_event(request, session, seq):
 
 
 @json_methods("GET")
-@key_or_staff_required
+@key_or_member_required
 def prometheus(request):
     """GET /metrics: the organization's metrics in Prometheus' text format (private API key or staff)."""
     return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)

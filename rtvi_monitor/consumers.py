@@ -34,7 +34,7 @@ from rtvi_dashboard.wire import (
 )
 
 from dashboard import audit
-from dashboard.auth import bearer_token, organization_of
+from dashboard.auth import bearer_token, scope_membership
 from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, redaction, relay, writer
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, RedactionRule, Session
@@ -273,8 +273,13 @@ def _utf8_length(text: str, limit: int) -> int:
 
 
 @database_sync_to_async
-def _find_session(user, session_id: str):
-    return Session.objects.find(organization_of(user), session_id)
+def _find_session(scope, session_id: str):
+    """The session, when the socket's user may watch it: a member of its organization who sees contents."""
+    membership = scope_membership(scope)
+    if membership is None or not membership.sees_contents:
+        return None, CLOSE_FORBIDDEN
+    session = Session.objects.find(membership.organization, session_id)
+    return session, (CLOSE_NOT_FOUND if session is None else None)
 
 
 class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
@@ -302,11 +307,12 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_staff:
+        if user is None or not user.is_authenticated:
             return await self.close(CLOSE_FORBIDDEN)
-        self.session = await _find_session(user, self.scope["url_route"]["kwargs"]["session_id"])
-        if self.session is None:
-            return await self.close(CLOSE_NOT_FOUND)
+        # A viewer's socket is refused: what it carries is the call's contents (transcript, messages).
+        self.session, refused = await _find_session(self.scope, self.scope["url_route"]["kwargs"]["session_id"])
+        if refused:
+            return await self.close(refused)
         await audit.arecord_read(self.session.organization_id, self.session.session_id, "socket", scope=self.scope)
         self.group = relay.session_group(self.session.pk)
         self.stream = relay.BrowserStream()
@@ -439,8 +445,9 @@ def _stored_snapshot(pk: int) -> dict:
 
 
 @database_sync_to_async
-def _organization(user):
-    return organization_of(user)
+def _organization(scope):
+    membership = scope_membership(scope)
+    return membership.organization if membership else None
 
 
 @database_sync_to_async
@@ -462,9 +469,9 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_staff:
+        if user is None or not user.is_authenticated:
             return await self.close(CLOSE_FORBIDDEN)
-        organization = await _organization(user)
+        organization = await _organization(self.scope)  # the list's rows are figures: every role sees them
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
         self.group = relay.org_group(organization.pk)

@@ -42,13 +42,13 @@ def _boolean(params, name: str) -> bool | None:
     raise BadFilter(f"{name}: expected true or false, got {raw!r}")
 
 
-def filter_sessions(organization, params) -> QuerySet:
+def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
     """The organization's sessions, filtered by agent, status, time range and transcript text.
 
     `params` is a QueryDict (or dict): agent, status (live/ended), has_errors
     (any error or a fatal one), fatal, end (how it ended: an EndKind value),
     failed (ended badly: a failed end kind or a fatal error), started_after,
-    started_before, q.
+    started_before, q (transcript text: only when `contents`, the caller may read them).
     Raises BadFilter naming a bad parameter.
     """
     queryset = Session.objects.filter(organization=organization).select_related("agent")
@@ -83,6 +83,8 @@ def filter_sessions(organization, params) -> QuerySet:
     if before := _datetime(params, "started_before"):
         queryset = queryset.filter(started_at__lt=before)
     if q := params.get("q", "").strip():
+        if not contents:  # a search of what callers said answers with what they said: not for viewers
+            raise BadFilter("q: searching transcripts needs the operator role; yours is viewer")
         queryset = queryset.filter(transcript_text__icontains=q)
     return queryset.order_by("-started_at", "-pk")
 

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import agents as agents_service
 from dashboard import audit
-from dashboard.auth import organization_of, staff_required
+from dashboard.auth import member_required
 from rtvi_monitor.models import Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions
 
@@ -64,14 +64,14 @@ def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], s
 
 
 @require_GET
-@staff_required
+@member_required
 def session_list(request):
-    organization = organization_of(request.user)
+    organization = request.organization
     error, sessions, older, newer = "", [], "", ""
     before, after = request.GET.get("before", ""), request.GET.get("after", "")
     if organization is not None:
         try:
-            sessions, older, newer = _page(filter_sessions(organization, request.GET), before, after)
+            sessions, older, newer = _page(filter_sessions(organization, request.GET, request.sees_contents), before, after)
         except BadFilter as exc:
             error = str(exc)
     newer_url = _page_url(request.GET, after=newer) if newer else ""
@@ -115,11 +115,14 @@ def _page_url(params, **cursor: str) -> str:
 
 
 @require_GET
-@staff_required
+@member_required
 def session_detail(request, session_id):
-    session = Session.objects.find(organization_of(request.user), session_id)
+    session = Session.objects.find(request.organization, session_id)
     if session is None:
         raise Http404("No such session in your organization.")
+    if not request.sees_contents:
+        # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
+        return render(request, "rtvi_monitor/session_figures.html", {"session": session})
     audit.record_read(session.organization, session.session_id, "page", request=request)
     return render(
         request,

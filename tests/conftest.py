@@ -110,16 +110,43 @@ def api_key(org):
     return ApiKey.issue(org, "test")[1]
 
 
-@pytest.fixture
-def staff_user(org, django_user_model):
-    user = django_user_model.objects.create_user("ops", password="correct-horse-battery", is_staff=True)
-    Membership.objects.create(user=user, organization=org)
+def make_member(organization, username: str, role: str = "admin", password: str = "correct-horse-battery"):
+    """A dashboard user (not Django staff: the dashboard never asks for it) with a role in the organization."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username).first()
+    user = user or get_user_model().objects.create_user(username, password=password)
+    Membership.objects.create(user=user, organization=organization, role=role)
     return user
+
+
+@pytest.fixture
+def staff_user(org):
+    """The organization's admin (every role's pages and APIs)."""
+    return make_member(org, "ops", "admin")
 
 
 @pytest.fixture
 def staff_client(client, staff_user):
     client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def viewer_client(org):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(make_member(org, "watcher", "viewer"))
+    return client
+
+
+@pytest.fixture
+def operator_client(org):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(make_member(org, "operator", "operator"))
     return client
 
 

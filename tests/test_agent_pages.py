@@ -35,11 +35,11 @@ def test_every_page_needs_a_login(client, path):
     assert response["Location"].startswith("/login/")
 
 
-def test_a_non_staff_user_is_sent_to_the_login(client, django_user_model):
+def test_a_signed_in_user_of_no_organization_is_told_why_not_sent_round_the_login(client, django_user_model):
     user = django_user_model.objects.create_user("visitor", password="x-long-password-1")
     client.force_login(user)
     response = client.get("/agents/")
-    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    assert response.status_code == 403 and b"belongs to no organization" in response.content
 
 
 def test_login_with_the_form_reaches_the_agents(client, staff_user, httpx_mock):

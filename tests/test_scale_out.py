@@ -27,7 +27,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from dashboard.models import Membership, Organization
 org, _ = Organization.objects.get_or_create(name="{org}")
 user, _ = get_user_model().objects.get_or_create(username="{org}-ops", defaults={{"is_staff": True}})
-Membership.objects.update_or_create(user=user, defaults={{"organization": org}})
+Membership.objects.update_or_create(user=user, organization=org)
 session = SessionStore()
 session.update({{SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: "django.contrib.auth.backends.ModelBackend",
                 HASH_SESSION_KEY: user.get_session_auth_hash()}})

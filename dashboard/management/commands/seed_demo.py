@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price
+from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price, Role
 from rtvi_monitor.models import AlertRule, IngestToken
 
 ORG_NAME = "Demo Voice Co"
@@ -138,5 +138,5 @@ class Command(BaseCommand):
             path.parent.mkdir(exist_ok=True)
             path.write_text(json.dumps({**saved, "username": USERNAME, "password": password}))
             path.chmod(0o600)
-        Membership.objects.update_or_create(user=user, defaults={"organization": organization})
+        Membership.objects.update_or_create(user=user, organization=organization, defaults={"role": Role.ADMIN})
         return USERNAME, password
