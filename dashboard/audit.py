@@ -114,9 +114,7 @@ def _signed_in(sender, request, user, **kwargs):
 def _sign_in_failed(sender, credentials, request=None, **kwargs):
     """A failed sign-in with a username that belongs to an organization: its admins should know."""
     username = (credentials or {}).get("username") or ""
-    memberships = (
-        Membership.objects.filter(user__username=username).select_related("organization") if username else []
-    )
+    memberships = Membership.objects.filter(user__username=username).select_related("organization") if username else []
     ip = _ip(request.META.get("REMOTE_ADDR")) if request is not None else None
     for membership in memberships:
         try:

@@ -1,4 +1,4 @@
-"""The audit log, read: a page for an organization's admins, JSON and NDJSON for scripts. Scoped to the reader's organization."""
+"""The audit log, read: a page for an organization's admins, JSON and NDJSON for scripts; one organization's."""
 
 from datetime import datetime
 

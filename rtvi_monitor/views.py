@@ -71,7 +71,8 @@ def session_list(request):
     before, after = request.GET.get("before", ""), request.GET.get("after", "")
     if organization is not None:
         try:
-            sessions, older, newer = _page(filter_sessions(organization, request.GET, request.sees_contents), before, after)
+            matching = filter_sessions(organization, request.GET, request.sees_contents)
+            sessions, older, newer = _page(matching, before, after)
         except BadFilter as exc:
             error = str(exc)
     newer_url = _page_url(request.GET, after=newer) if newer else ""
