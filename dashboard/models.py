@@ -12,6 +12,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -30,15 +31,23 @@ class Organization(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Retention (rtvi_monitor/retention.py): days each kind of data is kept after a call ends; blank:
     # kept until deleted. The purge runs on the server, in bounded batches, and says so in the audit log.
-    keep_messages_days = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Days an ended call's messages and transcript are kept (its figures stay)."
+    keep_messages_days = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="Days an ended call's messages and transcript are kept (its figures stay); 0.5 is 12 hours.",
     )
-    keep_sessions_days = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Days an ended call is kept at all."
+    keep_sessions_days = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.001)], help_text="Days an ended call is kept at all."
     )
-    keep_spans_days = models.PositiveIntegerField(null=True, blank=True, help_text="Days trace spans are kept.")
-    keep_alerts_days = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Days resolved alerts (and their deliveries) are kept."
+    keep_spans_days = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.001)], help_text="Days trace spans are kept."
+    )
+    keep_alerts_days = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="Days resolved alerts (and their deliveries) are kept.",
     )
 
     RETENTION_FIELDS = ("keep_messages_days", "keep_sessions_days", "keep_spans_days", "keep_alerts_days")
@@ -54,6 +63,31 @@ class Organization(models.Model):
         """The (base URL, key) this organization's agent list is fetched with."""
         base_url = self.agents_api_base_url or settings.AGENTS_API_BASE_URL
         return base_url.rstrip("/"), self.agents_api_key or settings.AGENTS_API_KEY
+
+
+class AgentRetention(models.Model):
+    """One agent's own retention, over its organization's: its calls' messages, and its calls, kept this long.
+
+    `agent_id` is the agents API's id of the agent (what sessions record as their agent). A blank field
+    leaves that kind to the organization's setting.
+    """
+
+    AGENT_FIELDS = ("keep_messages_days", "keep_sessions_days")
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agent_retention")
+    agent_id = models.CharField(max_length=200, help_text="The agent's id in the agents API.")
+    agent_name = models.CharField(max_length=200, blank=True, help_text="Its name when this was set, to read.")
+    keep_messages_days = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.001)])
+    keep_sessions_days = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.001)])
+
+    class Meta:
+        ordering = ["agent_name", "agent_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "agent_id"], name="agent_retention_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name or self.agent_id} ({self.organization})"
 
 
 class Role(models.TextChoices):

@@ -10,6 +10,10 @@ call ended, each kind on its own, blank meaning "until deleted":
 - `keep_spans_days`: trace spans (by their start);
 - `keep_alerts_days`: resolved alerts and their deliveries.
 
+Days may be fractions (0.25 is six hours). An agent may have its own
+(dashboard.models.AgentRetention) for its calls' messages and its calls: it
+replaces the organization's for that agent's calls, longer or shorter.
+
 One process at a time purges (a lease, like the alert engine's), every
 RETENTION_INTERVAL seconds, in rounds of at most RETENTION_BATCH rows of
 each kind, on a thread of its own, so a purge of millions of rows never holds
@@ -39,10 +43,20 @@ LEASE = "retention"
 
 
 def _organizations():
-    keeping = Q()
+    keeping = Q(agent_retention__isnull=False)
     for name in Organization.RETENTION_FIELDS:
         keeping |= Q(**{f"{name}__isnull": False})
-    return Organization.objects.filter(keeping)
+    return Organization.objects.filter(keeping).distinct().prefetch_related("agent_retention")
+
+
+def _scopes(organization, field: str):
+    """(calls filter, days) pairs for one kind: each agent with its own days, then the rest of the organization."""
+    own = [(r.agent_id, getattr(r, field)) for r in organization.agent_retention.all() if getattr(r, field) is not None]
+    for agent_id, days in own:
+        yield Q(agent_key=agent_id), days
+    days = getattr(organization, field)
+    if days is not None:
+        yield ~Q(agent_key__in=[agent_id for agent_id, _ in own]), days
 
 
 def _delete_ids(queryset, batch: int) -> int:
@@ -52,10 +66,14 @@ def _delete_ids(queryset, batch: int) -> int:
     return queryset.model.objects.filter(pk__in=ids).delete()[1].get(queryset.model._meta.label, 0)
 
 
-def _purge_messages(organization, cutoff, batch: int) -> tuple[int, int]:
-    """Messages of calls ended before `cutoff`: (messages deleted, calls whose contents are now gone)."""
+def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
+    """Messages of `calls` ended before `cutoff`: (messages deleted, calls whose contents are now gone)."""
     due = Session.objects.filter(
-        organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff, contents_purged_at__isnull=True
+        calls,
+        organization=organization,
+        status=Session.Status.ENDED,
+        ended_at__lt=cutoff,
+        contents_purged_at__isnull=True,
     )
     pks = list(due.values_list("pk", flat=True)[:batch])
     if not pks:
@@ -74,19 +92,21 @@ def purge_round(now=None, batch: int | None = None) -> dict:
     batch = batch or settings.RETENTION_BATCH
     removed: dict = {}
     for organization in _organizations():
-        counts = {}
-        if organization.keep_messages_days is not None:
-            cutoff = now - timedelta(days=organization.keep_messages_days)
-            messages, calls = _purge_messages(organization, cutoff, batch)
-            if messages or calls:
-                counts["messages"], counts["calls_emptied"] = messages, calls
-        if organization.keep_sessions_days is not None:
-            cutoff = now - timedelta(days=organization.keep_sessions_days)
-            ended = Session.objects.filter(organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff)
+        counts = {"messages": 0, "calls_emptied": 0, "calls": 0}
+        for calls, days in _scopes(organization, "keep_messages_days"):
+            messages, emptied = _purge_messages(organization, calls, now - timedelta(days=days), batch)
+            counts["messages"] += messages
+            counts["calls_emptied"] += emptied
+        for calls, days in _scopes(organization, "keep_sessions_days"):
+            cutoff = now - timedelta(days=days)
+            ended = Session.objects.filter(
+                calls, organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff
+            )
             with transaction.atomic():
                 ids = list(ended.values_list("pk", flat=True)[: max(1, batch // 100)])  # each may hold many messages
                 if ids:
-                    counts["calls"] = Session.objects.filter(pk__in=ids).delete()[1].get("rtvi_monitor.Session", 0)
+                    counts["calls"] += Session.objects.filter(pk__in=ids).delete()[1].get("rtvi_monitor.Session", 0)
+        counts = {kind: n for kind, n in counts.items() if n}
         if organization.keep_spans_days is not None:
             cutoff_ns = int((now - timedelta(days=organization.keep_spans_days)).timestamp() * 1e9)
             if spans := _delete_ids(Span.objects.filter(organization=organization, start_ns__lt=cutoff_ns), batch):
