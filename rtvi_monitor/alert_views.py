@@ -37,7 +37,7 @@ def rule_json(rule: AlertRule) -> dict:
         "id": rule.pk,
         "name": rule.name,
         "condition": rule.condition,
-        "agent": str(rule.agent_id) if rule.agent_id else None,
+        "agent": rule.target_agent,
         "threshold": threshold,
         "window_minutes": window,
         "webhook_url": rule.webhook_url,

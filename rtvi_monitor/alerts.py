@@ -87,7 +87,7 @@ def settings_of(rule: AlertRule) -> tuple[float | None, int]:
 
 def _sessions(rule: AlertRule):
     queryset = Session.objects.filter(organization_id=rule.organization_id)
-    return queryset.filter(agent_key=str(rule.agent_id)) if rule.agent_id else queryset
+    return queryset.filter(agent_key=rule.target_agent) if rule.target_agent else queryset
 
 
 def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
@@ -95,7 +95,7 @@ def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context
     groups = [
         g
         for g in error_groups(rule.organization, now, timedelta(minutes=window))
-        if g.fatal and (not rule.agent_id or g.agent_id == str(rule.agent_id))
+        if g.fatal and (not rule.target_agent or g.agent_id == rule.target_agent)
     ]
     if not groups:
         return []
@@ -105,7 +105,7 @@ def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context
     many = "s" if len(sessions) > 1 else ""
     summary = f"Fatal error in {len(sessions)} session{many} ({', '.join(agents)}): {texts[0]}"
     figures = {"sessions": len(sessions), "errors": texts[:5], "window_minutes": window}
-    agent = str(rule.agent_id) if rule.agent_id else None
+    agent = rule.target_agent
     return [Finding("", summary, figures, sessions[:SESSIONS_NAMED], agent)]
 
 
@@ -125,10 +125,10 @@ def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context:
     if percent <= (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):
         return []
     ids = list(bad.order_by("-started_at").values_list("session_id", flat=True)[:SESSIONS_NAMED])
-    who = f" of {rule.agent.name}" if rule.agent_id else ""
+    who = f" of {rule.target_agent_name}" if rule.target_agent else ""
     summary = f"{percent:g}% of sessions{who} had errors in the last {window} min ({with_errors} of {total})"
     figures = {"percent": percent, "with_errors": with_errors, "sessions": total, "threshold_percent": threshold}
-    return [Finding("", summary, figures, ids, str(rule.agent_id) if rule.agent_id else None)]
+    return [Finding("", summary, figures, ids, rule.target_agent)]
 
 
 def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
@@ -201,7 +201,7 @@ def _ended_badly(rule: AlertRule, now: datetime, threshold, window: int, context
         return []
     by_kind = {kind.label: sum(1 for _, k in rows if k == kind) for kind in kinds}
     how = ", ".join(f"{label}: {n}" for label, n in by_kind.items() if n)
-    who = f" of {rule.agent.name}" if rule.agent_id else ""
+    who = f" of {rule.target_agent_name}" if rule.target_agent else ""
     summary = f"{len(rows)} sessions{who} ended badly in the last {window} min ({how})"
     figures = {"sessions": len(rows), **{k.value: by_kind[k.label] for k in kinds}, "window_minutes": window}
     return [
@@ -210,7 +210,7 @@ def _ended_badly(rule: AlertRule, now: datetime, threshold, window: int, context
             summary,
             figures,
             [sid for sid, _ in rows[:SESSIONS_NAMED]],
-            str(rule.agent_id) if rule.agent_id else None,
+            rule.target_agent,
         )
     ]
 

@@ -414,6 +414,11 @@ class AlertRule(models.Model):
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.CASCADE, help_text="Only this agent; blank: every agent."
     )
+    # An agent of the agents API with no built-in row (a Pipecat Cloud agent): its id and its name then.
+    agent_key = models.CharField(
+        max_length=200, blank=True, default="", help_text="Only this agent of the agents API (by id); blank: any."
+    )
+    agent_label = models.CharField(max_length=200, blank=True, default="")
     threshold = models.FloatField(null=True, blank=True, help_text="Blank: the condition's default.")
     window_minutes = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the condition's default.")
     webhook_url = models.URLField(blank=True, help_text="JSON POST (Slack-compatible: it has a `text` field).")
@@ -426,6 +431,17 @@ class AlertRule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def target_agent(self) -> str | None:
+        """The id of the one agent the rule watches (a built-in row's, or an agents API id), or None: every agent."""
+        return self.agent_key or (str(self.agent_id) if self.agent_id else None)
+
+    @property
+    def target_agent_name(self) -> str:
+        if self.agent_id and self.agent is not None:
+            return self.agent.name
+        return self.agent_label or self.agent_key
 
 
 class Alert(models.Model):
