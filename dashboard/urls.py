@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import api, audit_views, errors, platform_api, views
+from dashboard import api, audit_views, errors, org_admin, platform_api, views
 from dashboard.login import ThrottledAuthenticationForm
 from rtvi_monitor import alert_views, otlp
 
@@ -15,6 +15,9 @@ urlpatterns = [
     path("api/alerts/", alert_views.alert_list_json, name="api_alert_list"),
     path("api/alerts/rules/", alert_views.alert_rules, name="api_alert_rules"),
     path("audit/", audit_views.audit_page, name="audit"),
+    path("settings/", include("dashboard.org_urls")),
+    path("organization/", org_admin.switch_organization, name="switch_organization"),
+    path("invitations/<str:secret>/", org_admin.accept_invitation, name="accept_invitation"),
     path("api/audit/", audit_views.audit_json, name="api_audit"),
     path(
         "login/",

@@ -35,6 +35,28 @@ def ended(org, session_id, days_ago, **fields):
 
 
 @pytest.mark.django_db
+def test_an_agents_own_days_replace_the_organizations_for_its_calls(org):
+    from dashboard.models import AgentRetention
+
+    org.keep_messages_days = 30
+    org.save()
+    AgentRetention.objects.create(organization=org, agent_id="sales", keep_messages_days=0.5)  # 12 hours
+    AgentRetention.objects.create(organization=org, agent_id="legal", keep_sessions_days=365)  # messages: the org's
+    sales_old = ended(org, "sales-old", 1, agent_key="sales")
+    sales_recent = ended(org, "sales-recent", 0.25, agent_key="sales")
+    support_old = ended(org, "support-old", 1, agent_key="support")
+    legal_older = ended(org, "legal-older", 31, agent_key="legal")
+
+    retention.purge_round()
+
+    for session in (sales_old, sales_recent, support_old, legal_older):
+        session.refresh_from_db()
+    assert sales_old.contents_purged_at is not None  # past the agent's 12 hours
+    assert sales_recent.contents_purged_at is None and support_old.contents_purged_at is None
+    assert legal_older.contents_purged_at is not None  # its own days say nothing of messages: the org's 30
+
+
+@pytest.mark.django_db
 def test_messages_past_their_days_go_the_calls_figures_stay(org, other_org):
     org.keep_messages_days = 7
     org.save()

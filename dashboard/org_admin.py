@@ -1,0 +1,489 @@
+"""An organization's own settings, for its admins, inside the dashboard (not Django's site admin).
+
+Members and roles (invitations by a one-time link), private API keys with
+scopes and an expiry, ingest tokens, alert rules, prices, retention (the
+organization's and an agent's own) and redaction rules. Every page is for
+the admin role of the organization the user works in now; every query is
+scoped to it, so an admin of one organization can never reach another's.
+Every change is in the audit log. Secrets are shown once, on the page that
+made them, and stored hashed.
+
+The organization switcher and accepting an invitation are here too: they
+are for any signed-in user.
+"""
+
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.forms import UserCreationForm
+from django.core.mail import send_mail
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from dashboard import agents as agents_service
+from dashboard import audit
+from dashboard.auth import ORGANIZATION_SESSION_KEY, member_required, memberships_of
+from dashboard.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
+from rtvi_monitor.models import AlertRule, IngestToken, RedactionRule
+
+admin_required = member_required(role=Role.ADMIN)
+SECTIONS = [
+    ("org_members", "Members"),
+    ("org_keys", "Keys and tokens"),
+    ("org_alert_rules", "Alert rules"),
+    ("org_prices", "Prices"),
+    ("org_retention", "Retention"),
+    ("org_redaction", "Redaction"),
+]
+
+
+def _render(request, template: str, context: dict, status: int = 200):
+    return render(request, f"dashboard/org/{template}", {"sections": SECTIONS, **context}, status=status)
+
+
+def _changed(request, action: str, target: str, **detail) -> None:
+    audit.record(request.organization, action, target, request=request, **detail)
+
+
+# --- the switcher and invitations (any signed-in user) ------------------------------------
+
+
+@require_POST
+def switch_organization(request):
+    """POST organization=<id>: work in another of one's organizations from now on (this browser)."""
+    if not request.user.is_authenticated:
+        return redirect("login")
+    chosen = request.POST.get("organization", "")
+    if not any(str(m.organization_id) == chosen for m in memberships_of(request.user)):
+        raise Http404("You are not a member of that organization.")
+    request.session[ORGANIZATION_SESSION_KEY] = chosen
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("home")
+    # A page of one organization's session or agent means nothing in another: its list instead.
+    path = urlsplit(target).path
+    if path.startswith(("/sessions/", "/agents/")) and path.count("/") >= 3:
+        target = "/" + path.split("/")[1] + "/"
+    return redirect(target)
+
+
+class SignUpForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        model = get_user_model()
+        fields = ("username",)
+
+
+@require_http_methods(["GET", "POST"])
+def accept_invitation(request, secret: str):
+    """A one-time invitation: join as a signed-in user, or make an account here and join with it."""
+    invitation = Invitation.find(secret)
+    if invitation is None:
+        return render(request, "dashboard/org/invitation.html", {"invalid": True}, status=404)
+    form = None
+    if request.method == "POST":
+        user = request.user if request.user.is_authenticated else None
+        if user is None:
+            form = SignUpForm(request.POST)
+            if form.is_valid():
+                user = form.save(commit=False)
+                user.email = invitation.email
+                user.save()
+        if user is not None:
+            with transaction.atomic():
+                taken = Invitation.objects.select_for_update().filter(pk=invitation.pk, accepted_at__isnull=True)
+                if not taken.update(accepted_at=timezone.now(), accepted_by=user):
+                    return render(request, "dashboard/org/invitation.html", {"invalid": True}, status=404)
+                membership, created = Membership.objects.get_or_create(
+                    user=user, organization=invitation.organization, defaults={"role": invitation.role}
+                )
+                if not created and Role.rank(invitation.role) > Role.rank(membership.role):
+                    membership.role = invitation.role  # an invitation never lowers a role one already has
+                    membership.save(update_fields=["role"])
+            audit.record(
+                invitation.organization,
+                audit.Action.MEMBER_JOINED,
+                user.get_username(),
+                request=request,
+                actor=user.get_username(),
+                role=membership.role,
+                invited_as=invitation.email,
+            )
+            if not request.user.is_authenticated:
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            request.session[ORGANIZATION_SESSION_KEY] = str(invitation.organization_id)
+            messages.success(request, f"You are now a member of {invitation.organization} ({membership.role}).")
+            return redirect("home")
+    elif not request.user.is_authenticated:
+        form = SignUpForm()
+    return render(request, "dashboard/org/invitation.html", {"invitation": invitation, "form": form})
+
+
+# --- members ------------------------------------------------------------------------------
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.OPERATOR)
+
+
+def _admins_left(organization, without: Membership) -> int:
+    return organization.members.filter(role=Role.ADMIN).exclude(pk=without.pk).count()
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def members(request):
+    organization = request.organization
+    form = InviteForm(request.POST if request.POST.get("do") == "invite" else None)
+    link = ""
+    if request.method == "POST":
+        do = request.POST.get("do", "")
+        if do == "invite" and form.is_valid():
+            invitation, secret = Invitation.issue(
+                organization, form.cleaned_data["email"], form.cleaned_data["role"], invited_by=request.user
+            )
+            link = request.build_absolute_uri(reverse("accept_invitation", args=[secret]))
+            send_mail(
+                f"You are invited to {organization} on the RTVI dashboard",
+                f"{request.user.get_username()} invites you to {organization} as {invitation.role}.\n\n"
+                f"Open this link within {Invitation.VALID_FOR.days} days (it works once):\n{link}\n",
+                None,
+                [invitation.email],
+                fail_silently=True,
+            )
+            _changed(request, audit.Action.MEMBER_INVITED, invitation.email, role=invitation.role)
+            form = InviteForm()
+        elif do in ("role", "remove"):
+            membership = get_object_or_404(Membership, pk=request.POST.get("membership"), organization=organization)
+            role = request.POST.get("role", "")
+            demoting = do == "remove" or (role != Role.ADMIN and membership.role == Role.ADMIN)
+            if demoting and not _admins_left(organization, membership):
+                messages.error(request, "An organization keeps at least one admin: make another admin first.")
+            elif do == "remove":
+                membership.delete()
+                _changed(request, audit.Action.MEMBER_REMOVED, membership.user.get_username(), role=membership.role)
+                messages.success(request, f"{membership.user.get_username()} is no longer a member.")
+            elif role in Role.values and role != membership.role:
+                before, membership.role = membership.role, role
+                membership.save(update_fields=["role"])
+                _changed(request, audit.Action.ROLE_CHANGED, membership.user.get_username(), before=before, after=role)
+                messages.success(request, f"{membership.user.get_username()} is now {role}.")
+            return redirect("org_members")
+        elif do == "revoke":
+            invitation = get_object_or_404(Invitation, pk=request.POST.get("invitation"), organization=organization)
+            if invitation.state == "open":
+                invitation.revoked_at = timezone.now()
+                invitation.save(update_fields=["revoked_at"])
+                _changed(request, audit.Action.KEY_REVOKED, f"invitation: {invitation.email}")
+            return redirect("org_members")
+    return _render(
+        request,
+        "members.html",
+        {
+            "members": organization.members.select_related("user").order_by("user__username"),
+            "invitations": organization.invitations.order_by("-created_at")[:50],
+            "form": form,
+            "link": link,
+            "roles": Role.choices,
+        },
+        status=400 if request.method == "POST" and not form.is_valid() and not link else 200,
+    )
+
+
+# --- keys and tokens ----------------------------------------------------------------------
+
+
+class KeyForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="What uses it, to recognise it later.")
+    scopes = forms.MultipleChoiceField(
+        choices=[("read", "read (every GET: sessions, messages, metrics, audit)"), ("write", "write (changes)")],
+        widget=forms.CheckboxSelectMultiple,
+        initial=["read"],
+    )
+    expires_in_days = forms.IntegerField(
+        min_value=1, max_value=3650, required=False, help_text="Blank: it never expires."
+    )
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="Which bots use it.")
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def keys(request):
+    organization = request.organization
+    key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None)
+    token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None)
+    shown = None  # (what, secret): shown on this page once
+    if request.method == "POST":
+        do = request.POST.get("do", "")
+        if do == "key" and key_form.is_valid():
+            days = key_form.cleaned_data["expires_in_days"]
+            record, secret = ApiKey.issue(organization, key_form.cleaned_data["name"], request=request)
+            record.scopes = ",".join(scope for scope in ApiKey.SCOPES if scope in key_form.cleaned_data["scopes"])
+            record.expires_at = timezone.now() + timedelta(days=days) if days else None
+            record.save(update_fields=["scopes", "expires_at"])
+            shown, key_form = ("private API key", secret), KeyForm()
+        elif do == "token" and token_form.is_valid():
+            _, secret = IngestToken.issue(organization, token_form.cleaned_data["name"], request=request)
+            shown, token_form = ("ingest token", secret), TokenForm()
+        elif do in ("revoke-key", "revoke-token"):
+            model = ApiKey if do == "revoke-key" else IngestToken
+            record = get_object_or_404(model, pk=request.POST.get("id"), organization=organization)
+            if record.revoked_at is None:
+                record.revoked_at = timezone.now()
+                record.save(update_fields=["revoked_at"])
+                _changed(request, audit.Action.KEY_REVOKED, f"{record.key_prefix}…", kind=model._meta.verbose_name)
+                messages.success(request, f"{record.key_prefix}… is revoked: it is refused from now on.")
+            return redirect("org_keys")
+    return _render(
+        request,
+        "keys.html",
+        {
+            "api_keys": ApiKey.objects.filter(organization=organization).order_by("-created_at"),
+            "tokens": IngestToken.objects.filter(organization=organization).order_by("-created_at"),
+            "key_form": key_form,
+            "token_form": token_form,
+            "shown": shown,
+            "now": timezone.now(),
+        },
+    )
+
+
+# --- rows of a kind: alert rules, prices, redaction rules ------------------------------
+
+
+def _agent_choices(organization) -> list[tuple[str, str]]:
+    listing = async_to_sync(agents_service.get_agents)(organization)
+    return [("", "every agent")] + [(agent.id, agent.name) for agent in listing.agents]
+
+
+class AlertRuleForm(forms.ModelForm):
+    agent_choice = forms.ChoiceField(label="Agent", required=False)
+
+    class Meta:
+        model = AlertRule
+        fields = ("name", "condition", "threshold", "window_minutes", "webhook_url", "email", "enabled")
+
+    def __init__(self, *args, organization=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.organization = organization
+        self.fields["agent_choice"].choices = _agent_choices(organization)
+        self.fields["webhook_url"].assume_scheme = "https"
+
+    def save(self, commit=True):
+        from dashboard.models import Agent
+
+        rule = super().save(commit=False)
+        rule.organization = self.organization
+        chosen = self.cleaned_data.get("agent_choice") or ""
+        names = dict(self.fields["agent_choice"].choices)
+        built_in = Agent.objects.filter(organization=self.organization, pk=chosen).first() if _uuid(chosen) else None
+        rule.agent = built_in
+        rule.agent_key = "" if built_in or not chosen else chosen  # an agents API agent with no built-in row
+        rule.agent_label = "" if built_in or not chosen else names.get(chosen, chosen)
+        if commit:
+            rule.save()
+        return rule
+
+
+def _uuid(value: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+class PriceForm(forms.ModelForm):
+    class Meta:
+        model = Price
+        fields = (
+            "model",
+            "usd_per_million_input_tokens",
+            "usd_per_million_output_tokens",
+            "usd_per_thousand_characters",
+            "usd_per_audio_minute",
+        )
+
+
+class RedactionRuleForm(forms.ModelForm):
+    class Meta:
+        model = RedactionRule
+        fields = ("name", "pattern", "enabled")
+
+
+KINDS = {
+    # url name: (model, form, title, audit action on save, what it is called in the log)
+    "org_alert_rules": (AlertRule, AlertRuleForm, "Alert rules", audit.Action.RULE_CHANGED, "alert rule"),
+    "org_prices": (Price, PriceForm, "Prices", audit.Action.PRICE_CHANGED, "price"),
+    "org_redaction": (RedactionRule, RedactionRuleForm, "Redaction", audit.Action.RULE_CHANGED, "redaction rule"),
+}
+
+
+def _label(row) -> str:
+    return getattr(row, "name", None) or getattr(row, "model", "")
+
+
+def _form(form_class, request, data=None, instance=None):
+    kwargs = {"organization": request.organization} if form_class is AlertRuleForm else {}
+    form = form_class(data, instance=instance, **kwargs)
+    if instance is None:  # a unique (organization, name) is checked by the form, which needs the organization
+        form.instance.organization = request.organization
+    elif form_class is AlertRuleForm and not form.is_bound:
+        form.initial["agent_choice"] = instance.target_agent or ""
+    return form
+
+
+def _rows_page(request, kind: str):
+    model, form_class, title, action, called = KINDS[kind]
+    organization = request.organization
+    rows = model.objects.filter(organization=organization)
+    editing = None
+    if pk := request.GET.get("edit") or request.POST.get("id"):
+        editing = get_object_or_404(model, pk=pk, organization=organization)
+    status = 200
+    if request.method == "POST":
+        if request.POST.get("do") == "delete" and editing is not None:
+            editing.delete()
+            _changed(request, audit.Action.RULE_DELETED, f"{called}: {_label(editing)}")
+            _after_change(model)
+            messages.success(request, f"Deleted the {called} {_label(editing)}.")
+            return redirect(kind)
+        form = _form(form_class, request, request.POST, editing)
+        if form.is_valid():
+            row = form.save()
+            fields = form.changed_data if editing else ["created"]
+            _changed(request, action, f"{called}: {_label(row)}", fields=fields)
+            _after_change(model)
+            messages.success(request, f"Saved the {called} {_label(row)}.")
+            return redirect(kind)
+        status = 400
+    else:
+        form = _form(form_class, request, None, editing)
+    return _render(
+        request,
+        "rows.html",
+        {"kind": kind, "title": title, "called": called, "rows": rows, "form": form, "editing": editing},
+        status=status,
+    )
+
+
+def _after_change(model) -> None:
+    if model is Price:
+        from rtvi_monitor.cost import forget_prices
+
+        forget_prices()  # this process prices with it at once; the others within a minute
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def alert_rules(request):
+    return _rows_page(request, "org_alert_rules")
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def prices(request):
+    return _rows_page(request, "org_prices")
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def redaction(request):
+    return _rows_page(request, "org_redaction")
+
+
+# --- retention ----------------------------------------------------------------------------
+
+
+class RetentionForm(forms.ModelForm):
+    class Meta:
+        model = Organization
+        fields = Organization.RETENTION_FIELDS
+
+
+class AgentRetentionForm(forms.ModelForm):
+    agent_id = forms.ChoiceField(label="Agent")
+
+    class Meta:
+        model = AgentRetention
+        fields = ("agent_id", "keep_messages_days", "keep_sessions_days")
+
+    def __init__(self, *args, organization=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instance.organization = organization
+        self.fields["agent_id"].choices = _agent_choices(organization)[1:]
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("keep_messages_days") is None and cleaned.get("keep_sessions_days") is None:
+            raise forms.ValidationError("Give the agent at least one number of days.")
+        return cleaned
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def retention(request):
+    organization = request.organization
+    do = request.POST.get("do", "")
+    form = RetentionForm(request.POST if do == "organization" else None, instance=organization)
+    agent_form = AgentRetentionForm(request.POST if do == "agent" else None, organization=organization)
+    status = 200
+    if request.method == "POST":
+        if do == "organization" and form.is_valid():
+            form.save()
+            kept = {name: getattr(organization, name) for name in form.changed_data}
+            if kept:
+                _changed(request, audit.Action.RETENTION_CHANGED, organization.name, **kept)
+            messages.success(request, "Saved: the next purge keeps to it.")
+            return redirect("org_retention")
+        if do == "agent" and agent_form.is_valid():
+            names = dict(agent_form.fields["agent_id"].choices)
+            agent_id = agent_form.cleaned_data["agent_id"]
+            AgentRetention.objects.update_or_create(
+                organization=organization,
+                agent_id=agent_id,
+                defaults={
+                    "agent_name": names.get(agent_id, ""),
+                    "keep_messages_days": agent_form.cleaned_data["keep_messages_days"],
+                    "keep_sessions_days": agent_form.cleaned_data["keep_sessions_days"],
+                },
+            )
+            _changed(
+                request,
+                audit.Action.RETENTION_CHANGED,
+                f"agent: {names.get(agent_id, agent_id)}",
+                keep_messages_days=agent_form.cleaned_data["keep_messages_days"],
+                keep_sessions_days=agent_form.cleaned_data["keep_sessions_days"],
+            )
+            return redirect("org_retention")
+        if do == "forget-agent":
+            own = get_object_or_404(AgentRetention, pk=request.POST.get("id"), organization=organization)
+            own.delete()
+            _changed(request, audit.Action.RETENTION_CHANGED, f"agent: {own.agent_name or own.agent_id}", own=None)
+            return redirect("org_retention")
+        status = 400
+    return _render(
+        request,
+        "retention.html",
+        {"form": form, "agent_form": agent_form, "own": organization.agent_retention.all()},
+        status=status,
+    )
+
+
+@admin_required
+def index(request):
+    return redirect("org_members")
