@@ -35,7 +35,7 @@ def _ip(value) -> str | None:
 
 
 def who(request=None, scope=None) -> tuple[str, object, str | None]:
-    """(actor, user or None, ip) of an HTTP request (a staff login or an API key) or a socket's scope."""
+    """(actor, user or None, ip) of an HTTP request (a member's login or an API key) or a socket's scope."""
     if request is not None:
         key = getattr(request, "api_key", None)
         ip = _ip(request.META.get("REMOTE_ADDR"))

@@ -1,7 +1,7 @@
 """Alerts for people and scripts: the alerts page, and `GET/POST /api/alerts/rules/` and `GET /api/alerts/`.
 
 Rules are edited in the admin or through the API (a private API key; a
-staff browser session may read). The engine that fires them is
+member's browser session may read). The engine that fires them is
 rtvi_monitor/alerts.py.
 """
 

@@ -281,5 +281,5 @@ def session_event(request, session, seq):
 @json_methods("GET")
 @key_or_member_required
 def prometheus(request):
-    """GET /metrics: the organization's metrics in Prometheus' text format (private API key or staff)."""
+    """GET /metrics: the organization's metrics in Prometheus' text format (private API key or a member)."""
     return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)

@@ -2,7 +2,7 @@
 
 Channels' AllowedHostsOriginValidator compares host names only, so a page on
 another port of an allowed host (any other app on 127.0.0.1:9999, say) could
-open a staff socket: the browser sends the session cookie along, and cookies
+open a member's socket: the browser sends the session cookie along, and cookies
 are not scoped by port. Here the Origin must be the very site the socket was
 opened on, as Django's CSRF check asks of a POST.
 """
