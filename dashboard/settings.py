@@ -333,3 +333,69 @@ DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "rtvi-dashboard@localhost")
 
 # OTLP_MAX_BYTES: the largest body POST /v1/traces takes (after gunzip too); over it: 413.
 OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(2 * 1024 * 1024))  # under Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# --- Single sign-on: OpenID Connect (dashboard/oidc.py; README "Single sign-on") -------------
+# Off unless OIDC_RP_CLIENT_ID is set; then the rest of this block applies, and nothing else in
+# this file changes. The provider's client for this dashboard has the redirect URI
+# <dashboard>/oidc/callback/ and authenticates with its secret (client_secret_basic, or _post
+# with OIDC_TOKEN_USE_BASIC_AUTH=false). Password logins keep working beside it.
+if os.getenv("OIDC_RP_CLIENT_ID", ""):
+    OIDC_RP_CLIENT_ID = os.environ["OIDC_RP_CLIENT_ID"]
+    OIDC_RP_CLIENT_SECRET = os.getenv("OIDC_RP_CLIENT_SECRET", "")
+    # OIDC_ISSUER: the provider's issuer (e.g. https://login.example.com/realms/ops). The ID token's
+    # `iss` must be it; the endpoints not set below are read from its discovery document once, when
+    # a process starts (set all four to start without asking the provider).
+    OIDC_ISSUER = os.getenv("OIDC_ISSUER", "")
+    # OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_TOKEN_ENDPOINT, OIDC_OP_USER_ENDPOINT, OIDC_OP_JWKS_ENDPOINT
+    _OIDC_ENDPOINTS = {
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": "authorization_endpoint",
+        "OIDC_OP_TOKEN_ENDPOINT": "token_endpoint",
+        "OIDC_OP_USER_ENDPOINT": "userinfo_endpoint",
+        "OIDC_OP_JWKS_ENDPOINT": "jwks_uri",
+    }
+    _oidc = {name: os.getenv(name, "") for name in _OIDC_ENDPOINTS}
+    if OIDC_ISSUER and not all(_oidc.values()):
+        import httpx
+
+        _discovery = OIDC_ISSUER.rstrip("/") + "/.well-known/openid-configuration"
+        try:
+            _document = httpx.get(_discovery, timeout=10).raise_for_status().json()
+        except (httpx.HTTPError, ValueError) as error:
+            raise ImproperlyConfigured(f"OIDC_ISSUER: could not read {_discovery}: {error}") from None
+        if _document.get("issuer") != OIDC_ISSUER:
+            raise ImproperlyConfigured(
+                f"OIDC_ISSUER is {OIDC_ISSUER!r}, its discovery says {_document.get('issuer')!r}"
+            )
+        _oidc = {name: _oidc[name] or str(_document.get(key) or "") for name, key in _OIDC_ENDPOINTS.items()}
+    if _missing := [name for name, value in _oidc.items() if not value]:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set: set OIDC_ISSUER, or {', '.join(_missing)}")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = _oidc["OIDC_OP_AUTHORIZATION_ENDPOINT"]
+    OIDC_OP_TOKEN_ENDPOINT = _oidc["OIDC_OP_TOKEN_ENDPOINT"]
+    OIDC_OP_USER_ENDPOINT = _oidc["OIDC_OP_USER_ENDPOINT"]
+    OIDC_OP_JWKS_ENDPOINT = _oidc["OIDC_OP_JWKS_ENDPOINT"]
+    # OIDC_RP_SIGN_ALGO: how the provider signs ID tokens (RS256, checked against its JWKS).
+    OIDC_RP_SIGN_ALGO = os.getenv("OIDC_RP_SIGN_ALGO", "RS256")
+    # OIDC_RP_SCOPES: asked of the provider; add the scope that releases the organization and role
+    # claims if the provider needs one (e.g. "openid email profile dashboard").
+    OIDC_RP_SCOPES = os.getenv("OIDC_RP_SCOPES", "openid email profile")
+    OIDC_TOKEN_USE_BASIC_AUTH = envbool("OIDC_TOKEN_USE_BASIC_AUTH", "true")
+    # OIDC_TIMEOUT: seconds for each call to the provider (token, userinfo, keys).
+    OIDC_TIMEOUT = envfloat("OIDC_TIMEOUT", "10")
+    # OIDC_PROVIDER_NAME: the login page's button says "Sign in with <it>".
+    OIDC_PROVIDER_NAME = os.getenv("OIDC_PROVIDER_NAME", "single sign-on")
+    # OIDC_ORGANIZATION_CLAIM: the claim naming the user's organizations (a name or a list; names
+    # this dashboard does not know are ignored, and a user left with none is refused).
+    # OIDC_ROLE_CLAIM: the claim with their role there (viewer, operator, admin); absent or none of
+    # those: OIDC_DEFAULT_ROLE.
+    OIDC_ORGANIZATION_CLAIM = os.getenv("OIDC_ORGANIZATION_CLAIM", "org")
+    OIDC_ROLE_CLAIM = os.getenv("OIDC_ROLE_CLAIM", "role")
+    OIDC_DEFAULT_ROLE = os.getenv("OIDC_DEFAULT_ROLE", "viewer").strip().lower()
+    if OIDC_DEFAULT_ROLE not in ("viewer", "operator", "admin"):
+        raise ImproperlyConfigured("OIDC_DEFAULT_ROLE must be viewer, operator or admin")
+    OIDC_USE_PKCE = True
+    OIDC_CALLBACK_CLASS = "dashboard.oidc.CallbackView"  # a refusal says why on the login page
+    LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "dashboard.oidc.OrganizationBackend"]
+    TEMPLATES[0]["OPTIONS"]["context_processors"].append("dashboard.oidc.sso_context")
+# --- end of single sign-on ---------------------------------------------------------------------

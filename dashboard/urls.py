@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
@@ -25,6 +26,7 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    *([path("oidc/", include("mozilla_django_oidc.urls"))] if "mozilla_django_oidc" in settings.INSTALLED_APPS else []),
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
     path("agents/<str:agent_id>/", views.agent_detail, name="agent_detail"),
