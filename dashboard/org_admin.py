@@ -50,6 +50,16 @@ def _render(request, template: str, context: dict, status: int = 200):
     return render(request, f"dashboard/org/{template}", {"sections": SECTIONS, **context}, status=status)
 
 
+# A secret just made (a key, a token, an invitation's link) goes to the page the POST redirects to,
+# once, through the browser's session: a reload of that page neither shows it again nor makes another.
+SHOWN_KEY = "org-admin-shown-once"
+
+
+def _show_once(request, page: str, secret):
+    request.session[SHOWN_KEY] = secret
+    return redirect(page)
+
+
 def _changed(request, action: str, target: str, **detail) -> None:
     audit.record(request.organization, action, target, request=request, **detail)
 
@@ -144,7 +154,7 @@ def _admins_left(organization, without: Membership) -> int:
 def members(request):
     organization = request.organization
     form = InviteForm(request.POST if request.POST.get("do") == "invite" else None)
-    link = ""
+    link = request.session.pop(SHOWN_KEY, "") if request.method == "GET" else ""
     if request.method == "POST":
         do = request.POST.get("do", "")
         if do == "invite" and form.is_valid():
@@ -161,7 +171,7 @@ def members(request):
                 fail_silently=True,
             )
             _changed(request, audit.Action.MEMBER_INVITED, invitation.email, role=invitation.role)
-            form = InviteForm()
+            return _show_once(request, "org_members", link)
         elif do in ("role", "remove"):
             membership = get_object_or_404(Membership, pk=request.POST.get("membership"), organization=organization)
             role = request.POST.get("role", "")
@@ -195,7 +205,7 @@ def members(request):
             "link": link,
             "roles": Role.choices,
         },
-        status=400 if request.method == "POST" and not form.is_valid() and not link else 200,
+        status=400 if request.method == "POST" else 200,  # a valid POST has redirected
     )
 
 
@@ -224,7 +234,7 @@ def keys(request):
     organization = request.organization
     key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None)
     token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None)
-    shown = None  # (what, secret): shown on this page once
+    shown = request.session.pop(SHOWN_KEY, None) if request.method == "GET" else None
     if request.method == "POST":
         do = request.POST.get("do", "")
         if do == "key" and key_form.is_valid():
@@ -233,10 +243,10 @@ def keys(request):
             record.scopes = ",".join(scope for scope in ApiKey.SCOPES if scope in key_form.cleaned_data["scopes"])
             record.expires_at = timezone.now() + timedelta(days=days) if days else None
             record.save(update_fields=["scopes", "expires_at"])
-            shown, key_form = ("private API key", secret), KeyForm()
+            return _show_once(request, "org_keys", ["private API key", secret])
         elif do == "token" and token_form.is_valid():
             _, secret = IngestToken.issue(organization, token_form.cleaned_data["name"], request=request)
-            shown, token_form = ("ingest token", secret), TokenForm()
+            return _show_once(request, "org_keys", ["ingest token", secret])
         elif do in ("revoke-key", "revoke-token"):
             model = ApiKey if do == "revoke-key" else IngestToken
             record = get_object_or_404(model, pk=request.POST.get("id"), organization=organization)

@@ -190,8 +190,9 @@ def test_an_expired_key_is_refused_like_a_revoked_one(client, org):
 
 def test_keys_made_on_the_settings_page_have_their_scopes_and_expiry_and_are_shown_once(staff_client, org):
     page = staff_client.post(
-        "/settings/keys/", {"do": "key", "name": "grafana", "scopes": ["read"], "expires_in_days": "30"}
+        "/settings/keys/", {"do": "key", "name": "grafana", "scopes": ["read"], "expires_in_days": "30"}, follow=True
     )
+    assert page.redirect_chain == [("/settings/keys/", 302)]  # a reload of the page it shows makes nothing
     html = page.content.decode()
     secret = html.split('data-testid="secret-value">')[1].split("<")[0]
     record = ApiKey.objects.get(name="grafana")
@@ -237,7 +238,11 @@ def test_roles_change_and_the_last_admin_stays(staff_client, staff_user, org):
 
 
 def test_an_invitation_makes_a_member_once(staff_client, org):
-    page = staff_client.post("/settings/members/", {"do": "invite", "email": "new@example.com", "role": "viewer"})
+    page = staff_client.post(
+        "/settings/members/", {"do": "invite", "email": "new@example.com", "role": "viewer"}, follow=True
+    )
+    assert "new@example.com" in page.content.decode()
+    assert "invite-link" not in staff_client.get("/settings/members/").content.decode()  # shown once
     link = page.content.decode().split('data-testid="invite-link">')[1].split("<code>")[1].split("</code>")[0]
     path = link.split("testserver", 1)[1]
     stranger = Client()
