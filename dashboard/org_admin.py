@@ -43,6 +43,7 @@ SECTIONS = [
     ("org_prices", "Prices"),
     ("org_retention", "Retention"),
     ("org_redaction", "Redaction"),
+    ("org_erase", "Erase"),
 ]
 
 
@@ -492,6 +493,55 @@ def retention(request):
         {"form": form, "agent_form": agent_form, "own": organization.agent_retention.all()},
         status=status,
     )
+
+
+class EraseForm(forms.Form):
+    session_id = forms.CharField(max_length=200, required=False, label="A session's id")
+    caller = forms.CharField(
+        max_length=200,
+        required=False,
+        label="A caller's user_id",
+        help_text="As the bot reports it (user-transcription's user_id): every session of theirs.",
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        if bool(cleaned.get("session_id")) == bool(cleaned.get("caller")):
+            raise forms.ValidationError("Give a session's id or a caller's user_id (one of them).")
+        return cleaned
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def erase(request):
+    """Erase on request: one session, or every session of one caller; what went is said and audited."""
+    from rtvi_monitor.models import Session, caller_keys
+    from rtvi_monitor.sessions import erase_caller, erase_session
+
+    organization = request.organization
+    form = EraseForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if session_id := form.cleaned_data["session_id"]:
+            session = Session.objects.find(organization, session_id)
+            if session is None:
+                form.add_error("session_id", f"No session {session_id!r} in {organization}.")
+            elif (result := erase_session(session)) is None:
+                form.add_error("session_id", "It is live: erase it once the call has ended.")
+            else:
+                _changed(request, audit.Action.SESSION_ERASED, session.session_id, **result)
+                messages.success(request, f"Erased {session.session_id}: {result['messages']} messages.")
+                return redirect("org_erase")
+        else:
+            caller = form.cleaned_data["caller"]
+            result = erase_caller(organization, caller)
+            key = caller_keys(organization.pk, caller)[0][:12]
+            _changed(request, audit.Action.SESSION_ERASED, f"caller {key}…", **result)
+            said = f"Erased {len(result['erased'])} sessions of that caller ({result['messages']} messages)."
+            if result["live"]:
+                said += f" {len(result['live'])} still live, kept: erase again once they end."
+            messages.success(request, said)
+            return redirect("org_erase")
+    return _render(request, "erase.html", {"form": form}, status=400 if request.method == "POST" else 200)
 
 
 @admin_required

@@ -12,4 +12,5 @@ urlpatterns = [
     path("prices/", org_admin.prices, name="org_prices"),
     path("retention/", org_admin.retention, name="org_retention"),
     path("redaction/", org_admin.redaction, name="org_redaction"),
+    path("erase/", org_admin.erase, name="org_erase"),
 ]

@@ -17,8 +17,8 @@ from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
-from rtvi_monitor.models import Event, Session
-from rtvi_monitor.sessions import BadFilter, erase_session, filter_sessions, session_detail
+from rtvi_monitor.models import Event, Session, caller_keys
+from rtvi_monitor.sessions import BadFilter, erase_caller, erase_session, filter_sessions, session_detail
 from rtvi_monitor.traces import session_traces
 
 MAX_LIMIT = 500
@@ -59,10 +59,17 @@ def _int_param(request, name: str, default: int, maximum: int) -> int:
     return min(int(raw), maximum)
 
 
-@json_methods("GET")
+@json_methods("GET", "DELETE")
 @key_or_member_required
 def session_list(request):
-    """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&limit=&offset="""
+    """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&caller=&limit=&offset=
+
+    DELETE /api/sessions/?caller=<user_id> (private API key with write): erase every ended session in
+    which a bot reported that user_id (a caller's request to be forgotten); live ones are listed
+    and kept until they end. In the audit log, by the caller's key, never the id itself.
+    """
+    if request.method == "DELETE":
+        return erase_callers_sessions(request)
     try:
         queryset = filter_sessions(request.organization, request.GET, request.sees_contents)
         limit = _int_param(request, "limit", 50, MAX_LIMIT)
@@ -98,6 +105,25 @@ def session_detail_json(request, session):
     detail = session_detail(session)
     detail["platform"] = async_to_sync(platform_within_page_wait)(request.organization, session)
     return StrictJsonResponse(detail)
+
+
+def erase_callers_sessions(request) -> StrictJsonResponse:
+    if not bearer_token(request):
+        return json_error("Erasing takes 'Authorization: Bearer <private API key>'.", 403)
+    user_id = request.GET.get("caller", "").strip()
+    if not user_id:
+        return json_error("caller: the user_id whose sessions to erase is required (?caller=...)", 400)
+    if len(user_id) > 200:
+        return json_error("caller: at most 200 characters", 400)
+    result = erase_caller(request.organization, user_id)
+    audit.record(
+        request.organization,
+        audit.Action.SESSION_ERASED,
+        f"caller {caller_keys(request.organization.pk, user_id)[0][:12]}…",
+        request=request,
+        **result,
+    )
+    return StrictJsonResponse(result)
 
 
 def erase(request, session) -> StrictJsonResponse:

@@ -55,6 +55,7 @@ class Row:
     stream: str = ""
     bot_seq: int | None = None
     redacted: dict | None = None  # what redaction removed from it: {"card": 1}
+    caller: str | None = None  # a caller's key (models.caller_keys) first seen in this message, stored beside it
     # The connection to tell once it is stored; a resend's, on another connection, in `more_repliers` (rare:
     # no list per row, which under a full backlog was thousands more objects for the collector to walk).
     replier: Replier | None = None

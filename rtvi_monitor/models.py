@@ -516,6 +516,33 @@ class Lease(models.Model):
         return f"{self.name} held by {self.holder} until {self.expires_at:%H:%M:%S}"
 
 
+def caller_keys(organization_id, user_id: str) -> list[str]:
+    """The keys a caller's id (the `user_id` a bot reports) is kept under: a keyed hash, never the id itself.
+
+    The id is a caller's detail (often a phone number) and is redacted from what is stored; this hash
+    (HMAC with SECRET_KEY, per organization) is all that links a caller to their calls, so that they
+    can be erased on request. The first key is the one made now; the others are SECRET_KEY_FALLBACKS'.
+    """
+    from django.conf import settings
+    from django.utils.crypto import salted_hmac
+
+    secrets_ = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    value = f"{organization_id}:{user_id}"
+    return [
+        salted_hmac("rtvi-caller", value, secret=secret, algorithm="sha256").hexdigest()[:40] for secret in secrets_
+    ]
+
+
+class SessionCaller(models.Model):
+    """A caller of a session, by key (caller_keys), written with the session's messages: erasure by caller."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="callers")
+    caller_key = models.CharField(max_length=40, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "caller_key"], name="session_caller_unique")]
+
+
 class Span(models.Model):
     """One OpenTelemetry span a bot exported (POST /v1/traces), kept as the bot sent it, bounded.
 

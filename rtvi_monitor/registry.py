@@ -16,7 +16,7 @@ from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
 from rtvi_monitor.events import Replier, Row, content_hash, load_state, redact, reply_text, stored_form, stored_text
-from rtvi_monitor.models import Session, storable
+from rtvi_monitor.models import Session, caller_keys, storable
 from rtvi_monitor.redaction import NONE, Redactor
 from rtvi_monitor.state import SessionState
 
@@ -27,6 +27,17 @@ MAX_STREAMS = 256  # streams a session remembers (a bot restart is a new one)
 EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
 
 SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
+
+
+MAX_CALLERS = 16  # distinct user_ids kept for one session (a call has one caller, a conference a few)
+
+
+def _user_id(frame: Any) -> str:
+    """The `user_id` a message's data names (user-transcription, user-input...), as the bot sent it; or ''."""
+    message = frame.get("message") if isinstance(frame, dict) and "seq" in frame else frame
+    data = message.get("data") if isinstance(message, dict) else None
+    user_id = data.get("user_id") if isinstance(data, dict) else None
+    return user_id if isinstance(user_id, str) and 0 < len(user_id) <= 200 else ""
 
 
 @dataclass(eq=False)
@@ -60,6 +71,7 @@ class LiveSession:
     ended: bool = False
     # (stream, bot seq) -> its row while it waits to be stored (a resend waits for it too)
     pending: dict[tuple[str, int], Row] = field(default_factory=dict)
+    callers: set[str] = field(default_factory=set)  # the user_ids this process has seen (keys are stored)
 
     @property
     def next_seq(self) -> int:
@@ -69,8 +81,13 @@ class LiveSession:
         self, frame: Any, received_at: float, replier: Replier, stream: str = "", redactor: Redactor = NONE
     ) -> tuple[Row | None, dict | None]:
         row, reply = self._accept(frame, received_at, replier, stream, redactor)
-        if row is not None and row.error and redactor:
-            row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
+        if row is not None:
+            if row.error and redactor:
+                row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
+            if (user_id := _user_id(frame)) and user_id not in self.callers and len(self.callers) < MAX_CALLERS:
+                # Before redaction took it out of the message: the caller's key goes in with the row.
+                self.callers.add(user_id)
+                row.caller = caller_keys(self.organization_id, user_id)[0]
         return row, reply
 
     def _accept(self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor):

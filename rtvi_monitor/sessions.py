@@ -48,7 +48,8 @@ def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
     `params` is a QueryDict (or dict): agent, status (live/ended), has_errors
     (any error or a fatal one), fatal, end (how it ended: an EndKind value),
     failed (ended badly: a failed end kind or a fatal error), started_after,
-    started_before, q (transcript text: only when `contents`, the caller may read them).
+    started_before, q (transcript text) and caller (a user_id the bot reported): these two only
+    when `contents`, the one asking may read them.
     Raises BadFilter naming a bad parameter.
     """
     queryset = Session.objects.filter(organization=organization).select_related("agent")
@@ -82,6 +83,10 @@ def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
         queryset = queryset.filter(started_at__gte=after)
     if before := _datetime(params, "started_before"):
         queryset = queryset.filter(started_at__lt=before)
+    if caller := params.get("caller", "").strip():
+        if not contents:  # who called is a caller's detail too
+            raise BadFilter("caller: finding a caller's calls needs the operator role; yours is viewer")
+        queryset = queryset.filter(pk__in=sessions_of_caller(organization, caller).values("pk"))
     if q := params.get("q", "").strip():
         if not contents:  # a search of what callers said answers with what they said: not for viewers
             raise BadFilter("q: searching transcripts needs the operator role; yours is viewer")
@@ -457,3 +462,25 @@ def erase_session(session: Session) -> dict | None:
         ).delete()
         locked.delete()
     return {"messages": events, "spans": spans}
+
+
+def sessions_of_caller(organization, user_id: str):
+    """The organization's sessions in which a bot reported this `user_id` (found by its key, models.caller_keys)."""
+    from rtvi_monitor.models import caller_keys
+
+    keys = caller_keys(organization.pk, user_id[:200])
+    return Session.objects.filter(organization=organization, callers__caller_key__in=keys).distinct()
+
+
+def erase_caller(organization, user_id: str) -> dict:
+    """Erase every ended session of one caller: what went, and the live ones left (erase again once they end)."""
+    erased, live, messages, spans = [], [], 0, 0
+    for session in sessions_of_caller(organization, user_id).order_by("started_at"):
+        result = erase_session(session)
+        if result is None:
+            live.append(session.session_id)
+            continue
+        erased.append(session.session_id)
+        messages += result["messages"]
+        spans += result["spans"]
+    return {"erased": erased, "live": live, "messages": messages, "spans": spans}

@@ -26,7 +26,7 @@ from django.utils import timezone
 from rtvi_monitor import cost, lifecycle, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
-from rtvi_monitor.models import Event, Session, summary_fields
+from rtvi_monitor.models import Event, Session, SessionCaller, summary_fields
 from rtvi_monitor.relay import batch_message, relay, session_group, sessions_updated
 
 if TYPE_CHECKING:
@@ -247,6 +247,7 @@ class Writer:
             with transaction.atomic():
                 if batch:
                     cls._insert(batch, last_event_at)
+                    cls._callers(batch)
                 cls._summaries(fields)  # in a savepoint: a refused one never rejects the batch
             escaped = 0
         except UNAVAILABLE:
@@ -269,6 +270,7 @@ class Writer:
             try:
                 with transaction.atomic():
                     cls._insert_renumbered(row, last_event_at)
+                    cls._callers([row])
                 continue
             except UNAVAILABLE:
                 raise
@@ -283,6 +285,7 @@ class Writer:
             try:
                 with transaction.atomic():
                     cls._insert_renumbered(row, last_event_at)
+                    cls._callers([row])
                 escaped += 1
             except UNAVAILABLE:
                 raise
@@ -292,6 +295,13 @@ class Writer:
                 row.reply = {"error": row.refused, "seq": row.bot_seq}
                 logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
         return escaped
+
+    @staticmethod
+    def _callers(rows: list[Row]) -> None:
+        """The callers' keys first seen in these rows, with them (erasure by caller finds their sessions)."""
+        links = [SessionCaller(session_id=row.live.pk, caller_key=row.caller) for row in rows if row.caller]
+        if links:
+            SessionCaller.objects.bulk_create(links, ignore_conflicts=True)
 
     @classmethod
     def _insert_renumbered(cls, row: Row, last_event_at) -> None:
