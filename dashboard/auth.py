@@ -27,7 +27,7 @@ from django.http import HttpResponseForbidden
 from django.template.loader import render_to_string
 
 from dashboard.http import json_error
-from dashboard.models import ApiKey, Membership, Organization, Role
+from dashboard.models import ApiKey, Membership, Role
 
 ORGANIZATION_SESSION_KEY = "organization"
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -75,12 +75,6 @@ def request_membership(request) -> Membership | None:
 def scope_membership(scope) -> Membership | None:
     """The same for a browser's socket: its user, and the organization its browser session has picked."""
     return membership_of(scope.get("user"), _chosen(scope.get("session")))
-
-
-def organization_of(user) -> Organization | None:
-    """A user's first organization (for code with no request to ask: commands, signals)."""
-    membership = membership_of(user)
-    return membership.organization if membership else None
 
 
 def _forbidden_page(request, message: str):

@@ -542,6 +542,9 @@ class SessionCaller(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "caller_key"], name="session_caller_unique")]
 
+    def __str__(self) -> str:
+        return f"caller {self.caller_key[:12]}… of session {self.session_id}"
+
 
 class Span(models.Model):
     """One OpenTelemetry span a bot exported (POST /v1/traces), kept as the bot sent it, bounded.
