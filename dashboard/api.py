@@ -80,7 +80,9 @@ def agents(request):
         return json_error("Missing 'Authorization: Bearer <private API key>' header.", 401)
     key = ApiKey.objects.find(token)
     if key is None:
-        return json_error("Unknown or revoked API key.", 401)
+        return json_error("Unknown, revoked or expired API key.", 401)
+    if not key.allows("read"):
+        return json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
 
     try:
         include = bool_param(request, "includeActiveDeployment")

@@ -12,6 +12,7 @@ The organization switcher and accepting an invitation are here too: they
 are for any signed-in user.
 """
 
+import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -51,14 +52,36 @@ def _render(request, template: str, context: dict, status: int = 200):
     return render(request, f"dashboard/org/{template}", {"sections": SECTIONS, **context}, status=status)
 
 
-# A secret just made (a key, a token, an invitation's link) goes to the page the POST redirects to,
-# once, through the browser's session: a reload of that page neither shows it again nor makes another.
-SHOWN_KEY = "org-admin-shown-once"
+# A secret just made (a key, a token, an invitation's link) is shown on the answer to the POST that made
+# it, never stored (not even in the browser's session) and not cached (no-store). Each form carries a
+# one-time nonce, so a reload that sends the POST again makes nothing a second time.
+NONCES = "org-admin-nonces"
 
 
-def _show_once(request, page: str, secret):
-    request.session[SHOWN_KEY] = secret
+def _nonce(request) -> str:
+    nonce = secrets.token_urlsafe(12)
+    request.session[NONCES] = [*request.session.get(NONCES, [])[-19:], nonce]
+    return nonce
+
+
+def _fresh(request) -> bool:
+    """Whether the POST's form was issued here and is sent for the first time."""
+    nonce, issued = request.POST.get("nonce", ""), request.session.get(NONCES, [])
+    if nonce not in issued:
+        return False
+    issued.remove(nonce)
+    request.session[NONCES] = issued
+    return True
+
+
+def _resent(request, page: str):
+    messages.info(request, "That form was sent already; what it made was shown once, on the page it answered with.")
     return redirect(page)
+
+
+def _secret_page(response):
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _changed(request, action: str, target: str, **detail) -> None:
@@ -104,15 +127,19 @@ def accept_invitation(request, secret: str):
         user = request.user if request.user.is_authenticated else None
         if user is None:
             form = SignUpForm(request.POST)
-            if form.is_valid():
-                user = form.save(commit=False)
-                user.email = invitation.email
-                user.save()
-        if user is not None:
+        if user is not None or form.is_valid():
             with transaction.atomic():
-                taken = Invitation.objects.select_for_update().filter(pk=invitation.pk, accepted_at__isnull=True)
-                if not taken.update(accepted_at=timezone.now(), accepted_by=user):
+                # Taken once, while it is still open: a revoke or the expiry in between wins.
+                taken = Invitation.objects.select_for_update().filter(
+                    pk=invitation.pk, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+                )
+                if not taken.exists():
                     return render(request, "dashboard/org/invitation.html", {"invalid": True}, status=404)
+                if user is None:  # the account is made with the membership, or not at all
+                    user = form.save(commit=False)
+                    user.email = invitation.email
+                    user.save()
+                taken.update(accepted_at=timezone.now(), accepted_by=user)
                 membership, created = Membership.objects.get_or_create(
                     user=user, organization=invitation.organization, defaults={"role": invitation.role}
                 )
@@ -146,8 +173,26 @@ class InviteForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices, initial=Role.OPERATOR)
 
 
-def _admins_left(organization, without: Membership) -> int:
-    return organization.members.filter(role=Role.ADMIN).exclude(pk=without.pk).count()
+def _change_member(request, organization, do: str):
+    """A member's new role, or their removal; an organization always keeps an admin (checked under a lock)."""
+    with transaction.atomic():
+        # The organization's admins locked: two admins demoting each other at once take turns.
+        admins = list(organization.members.select_for_update().filter(role=Role.ADMIN).values_list("pk", flat=True))
+        membership = get_object_or_404(Membership, pk=request.POST.get("membership"), organization=organization)
+        role = request.POST.get("role", "")
+        demoting = do == "remove" or (role != Role.ADMIN and membership.role == Role.ADMIN)
+        if demoting and not [pk for pk in admins if pk != membership.pk]:
+            messages.error(request, "An organization keeps at least one admin: make another admin first.")
+        elif do == "remove":
+            membership.delete()
+            _changed(request, audit.Action.MEMBER_REMOVED, membership.user.get_username(), role=membership.role)
+            messages.success(request, f"{membership.user.get_username()} is no longer a member.")
+        elif role in Role.values and role != membership.role:
+            before, membership.role = membership.role, role
+            membership.save(update_fields=["role"])
+            _changed(request, audit.Action.ROLE_CHANGED, membership.user.get_username(), before=before, after=role)
+            messages.success(request, f"{membership.user.get_username()} is now {role}.")
+    return redirect("org_members")
 
 
 @admin_required
@@ -155,9 +200,11 @@ def _admins_left(organization, without: Membership) -> int:
 def members(request):
     organization = request.organization
     form = InviteForm(request.POST if request.POST.get("do") == "invite" else None)
-    link = request.session.pop(SHOWN_KEY, "") if request.method == "GET" else ""
+    link = ""
     if request.method == "POST":
         do = request.POST.get("do", "")
+        if do == "invite" and not _fresh(request):
+            return _resent(request, "org_members")
         if do == "invite" and form.is_valid():
             invitation, secret = Invitation.issue(
                 organization, form.cleaned_data["email"], form.cleaned_data["role"], invited_by=request.user
@@ -172,23 +219,9 @@ def members(request):
                 fail_silently=True,
             )
             _changed(request, audit.Action.MEMBER_INVITED, invitation.email, role=invitation.role)
-            return _show_once(request, "org_members", link)
+            form = InviteForm()
         elif do in ("role", "remove"):
-            membership = get_object_or_404(Membership, pk=request.POST.get("membership"), organization=organization)
-            role = request.POST.get("role", "")
-            demoting = do == "remove" or (role != Role.ADMIN and membership.role == Role.ADMIN)
-            if demoting and not _admins_left(organization, membership):
-                messages.error(request, "An organization keeps at least one admin: make another admin first.")
-            elif do == "remove":
-                membership.delete()
-                _changed(request, audit.Action.MEMBER_REMOVED, membership.user.get_username(), role=membership.role)
-                messages.success(request, f"{membership.user.get_username()} is no longer a member.")
-            elif role in Role.values and role != membership.role:
-                before, membership.role = membership.role, role
-                membership.save(update_fields=["role"])
-                _changed(request, audit.Action.ROLE_CHANGED, membership.user.get_username(), before=before, after=role)
-                messages.success(request, f"{membership.user.get_username()} is now {role}.")
-            return redirect("org_members")
+            return _change_member(request, organization, do)
         elif do == "revoke":
             invitation = get_object_or_404(Invitation, pk=request.POST.get("invitation"), organization=organization)
             if invitation.state == "open":
@@ -196,7 +229,7 @@ def members(request):
                 invitation.save(update_fields=["revoked_at"])
                 _changed(request, audit.Action.KEY_REVOKED, f"invitation: {invitation.email}")
             return redirect("org_members")
-    return _render(
+    response = _render(
         request,
         "members.html",
         {
@@ -205,9 +238,11 @@ def members(request):
             "form": form,
             "link": link,
             "roles": Role.choices,
+            "nonce": _nonce(request),
         },
-        status=400 if request.method == "POST" else 200,  # a valid POST has redirected
+        status=400 if request.method == "POST" and not link else 200,
     )
+    return _secret_page(response) if link else response
 
 
 # --- keys and tokens ----------------------------------------------------------------------
@@ -235,19 +270,21 @@ def keys(request):
     organization = request.organization
     key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None)
     token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None)
-    shown = request.session.pop(SHOWN_KEY, None) if request.method == "GET" else None
+    shown = None
     if request.method == "POST":
         do = request.POST.get("do", "")
+        if do in ("key", "token") and not _fresh(request):
+            return _resent(request, "org_keys")
         if do == "key" and key_form.is_valid():
             days = key_form.cleaned_data["expires_in_days"]
             record, secret = ApiKey.issue(organization, key_form.cleaned_data["name"], request=request)
             record.scopes = ",".join(scope for scope in ApiKey.SCOPES if scope in key_form.cleaned_data["scopes"])
             record.expires_at = timezone.now() + timedelta(days=days) if days else None
             record.save(update_fields=["scopes", "expires_at"])
-            return _show_once(request, "org_keys", ["private API key", secret])
+            shown, key_form = ("private API key", secret), KeyForm()
         elif do == "token" and token_form.is_valid():
             _, secret = IngestToken.issue(organization, token_form.cleaned_data["name"], request=request)
-            return _show_once(request, "org_keys", ["ingest token", secret])
+            shown, token_form = ("ingest token", secret), TokenForm()
         elif do in ("revoke-key", "revoke-token"):
             model = ApiKey if do == "revoke-key" else IngestToken
             record = get_object_or_404(model, pk=request.POST.get("id"), organization=organization)
@@ -257,7 +294,7 @@ def keys(request):
                 _changed(request, audit.Action.KEY_REVOKED, f"{record.key_prefix}…", kind=model._meta.verbose_name)
                 messages.success(request, f"{record.key_prefix}… is revoked: it is refused from now on.")
             return redirect("org_keys")
-    return _render(
+    response = _render(
         request,
         "keys.html",
         {
@@ -266,9 +303,10 @@ def keys(request):
             "key_form": key_form,
             "token_form": token_form,
             "shown": shown,
-            "now": timezone.now(),
+            "nonce": _nonce(request),
         },
     )
+    return _secret_page(response) if shown else response
 
 
 # --- rows of a kind: alert rules, prices, redaction rules ------------------------------
@@ -500,6 +538,7 @@ class EraseForm(forms.Form):
     caller = forms.CharField(
         max_length=200,
         required=False,
+        strip=False,  # as the bot sent it
         label="A caller's user_id",
         help_text="As the bot reports it (user-transcription's user_id): every session of theirs.",
     )

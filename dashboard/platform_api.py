@@ -145,8 +145,11 @@ def key_organization(request) -> tuple[Organization | None, StrictJsonResponse |
     token = bearer_token(request)
     key = ApiKey.objects.find(token) if token else None
     if key is None:
-        reason = "Unknown or revoked API key." if token else "Missing 'Authorization: Bearer <private API key>' header."
+        missing = "Missing 'Authorization: Bearer <private API key>' header."
+        reason = "Unknown, revoked or expired API key." if token else missing
         return None, json_error(reason, 401)
+    if not key.allows("read"):
+        return None, json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
     key.touch()
     return key.organization, None
 

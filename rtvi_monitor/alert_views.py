@@ -19,9 +19,9 @@ from django.views.decorators.http import require_GET
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required, member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
-from dashboard.models import Agent
+from dashboard.models import Agent, Role
 from rtvi_monitor.alerts import DEFAULTS, private_address, settings_of
-from rtvi_monitor.models import Alert, AlertRule
+from rtvi_monitor.models import Alert, AlertRule, webhook_host
 
 MAX_WINDOW = 7 * 24 * 60
 FIELDS = {"name", "condition", "agent", "threshold", "window_minutes", "webhook_url", "email", "enabled"}
@@ -31,7 +31,13 @@ class BadRule(ValueError):
     """A rule the API cannot take; the message names the field."""
 
 
-def rule_json(rule: AlertRule) -> dict:
+def _admin(request) -> bool:
+    """A key, or an admin's login: sees webhook addresses whole (a Slack hook's path is its password)."""
+    membership = getattr(request, "membership", None)
+    return membership is None or membership.role == Role.ADMIN
+
+
+def rule_json(rule: AlertRule, whole: bool = True) -> dict:
     threshold, window = settings_of(rule)
     return {
         "id": rule.pk,
@@ -40,14 +46,16 @@ def rule_json(rule: AlertRule) -> dict:
         "agent": rule.target_agent,
         "threshold": threshold,
         "window_minutes": window,
-        "webhook_url": rule.webhook_url,
+        "webhook_url": rule.webhook_url if whole else webhook_host(rule.webhook_url),
         "email": rule.email,
         "enabled": rule.enabled,
         "created_at": rule.created_at.isoformat(),
     }
 
 
-def alert_json(alert: Alert) -> dict:
+def alert_json(alert: Alert, sees_contents: bool = True, whole: bool = True) -> dict:
+    """An alert; for viewers without what a bot's error said, for non-admins without webhook addresses."""
+    figures = alert.figures if sees_contents else {k: v for k, v in alert.figures.items() if k != "errors"}
     return {
         "id": alert.pk,
         "rule": alert.rule_id,
@@ -55,8 +63,8 @@ def alert_json(alert: Alert) -> dict:
         "condition": alert.rule.condition,
         "status": alert.status,
         "agent": str(alert.agent_id) if alert.agent_id else None,
-        "summary": alert.summary,
-        "figures": alert.figures,
+        "summary": alert.summary if sees_contents else alert.masked_summary,
+        "figures": figures,
         "session_ids": alert.session_ids,
         "fired_at": alert.fired_at.isoformat(),
         "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
@@ -64,7 +72,7 @@ def alert_json(alert: Alert) -> dict:
             {
                 "event": d.event,
                 "channel": d.channel,
-                "target": d.target,
+                "target": d.target if whole or d.channel != "webhook" else webhook_host(d.target),
                 "status": d.status,
                 "attempts": d.attempts,
                 "last_error": d.last_error,
@@ -142,7 +150,7 @@ def alert_rules(request):
     """GET: the organization's rules. POST (private API key only): create one."""
     if request.method == "GET":
         rules = AlertRule.objects.filter(organization=request.organization)
-        return StrictJsonResponse({"rules": [rule_json(r) for r in rules]})
+        return StrictJsonResponse({"rules": [rule_json(r, _admin(request)) for r in rules]})
     if not bearer_token(request):
         # A browser session could be made to post by another site: creating rules takes the key.
         return json_error("Creating rules takes 'Authorization: Bearer <private API key>'.", 403)
@@ -172,7 +180,7 @@ def alert_list_json(request):
             return json_error(f"status: expected one of {', '.join(Alert.Status.values)}, got {status!r}", 400)
         alerts = alerts.filter(status=status)
     alerts = alerts.select_related("rule").prefetch_related("deliveries")[:200]
-    return StrictJsonResponse({"alerts": [alert_json(a) for a in alerts]})
+    return StrictJsonResponse({"alerts": [alert_json(a, request.sees_contents, _admin(request)) for a in alerts]})
 
 
 @require_GET

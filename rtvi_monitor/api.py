@@ -110,8 +110,8 @@ def session_detail_json(request, session):
 def erase_callers_sessions(request) -> StrictJsonResponse:
     if not bearer_token(request):
         return json_error("Erasing takes 'Authorization: Bearer <private API key>'.", 403)
-    user_id = request.GET.get("caller", "").strip()
-    if not user_id:
+    user_id = request.GET.get("caller", "")  # as the bot sent it: spaces and all
+    if not user_id.strip():
         return json_error("caller: the user_id whose sessions to erase is required (?caller=...)", 400)
     if len(user_id) > 200:
         return json_error("caller: at most 200 characters", 400)

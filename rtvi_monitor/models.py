@@ -475,6 +475,13 @@ class Alert(models.Model):
     def __str__(self) -> str:
         return self.summary
 
+    @property
+    def masked_summary(self) -> str:
+        """The summary without what a bot's error said (for viewers): a fatal error's text can quote a caller."""
+        if self.rule.condition == AlertRule.Condition.FATAL_ERROR and "): " in self.summary:
+            return self.summary.split("): ", 1)[0] + ")"
+        return self.summary
+
 
 class AlertDelivery(models.Model):
     """One message about an alert (it fired, or it resolved) to one place, retried with back-off."""
@@ -579,3 +586,11 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} {self.trace_id}/{self.span_id}"
+
+
+def webhook_host(url: str) -> str:
+    """A webhook's address as non-admins see it: its host (the rest, a Slack hook's path, works as a password)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname if url else ""
+    return f"{host} (webhook)" if host else ""

@@ -29,7 +29,9 @@ EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
 SENT_AT_AHEAD = 86_400.0  # a day ahead of our clock at most
 
 
-MAX_CALLERS = 16  # distinct user_ids kept for one session (a call has one caller, a conference a few)
+MAX_CALLERS = 16  # user_id keys cached for one session (a call has one caller, a conference a few)
+CALLER_PREFIX = "caller:"  # what a message's user_id becomes: this and the first characters of its key
+CALLER_SHOWN = 12
 
 
 def _user_id(frame: Any) -> str:
@@ -38,6 +40,13 @@ def _user_id(frame: Any) -> str:
     data = message.get("data") if isinstance(message, dict) else None
     user_id = data.get("user_id") if isinstance(data, dict) else None
     return user_id if isinstance(user_id, str) and 0 < len(user_id) <= 200 else ""
+
+
+def _with_user_id(frame: Any, user_id: str) -> Any:
+    """A copy of the frame whose message's data.user_id is `user_id` (the frame as received is left alone)."""
+    if isinstance(frame, dict) and "seq" in frame:
+        return {**frame, "message": _with_user_id(frame["message"], user_id)}
+    return {**frame, "data": {**frame["data"], "user_id": user_id}}
 
 
 @dataclass(eq=False)
@@ -71,7 +80,9 @@ class LiveSession:
     ended: bool = False
     # (stream, bot seq) -> its row while it waits to be stored (a resend waits for it too)
     pending: dict[tuple[str, int], Row] = field(default_factory=dict)
-    callers: set[str] = field(default_factory=set)  # the user_ids this process has seen (keys are stored)
+    # user_id -> its key (models.caller_keys), for the session's callers; `linked`: the keys stored with it
+    callers: dict[str, str] = field(default_factory=dict)
+    linked: set[str] = field(default_factory=set)
 
     @property
     def next_seq(self) -> int:
@@ -80,15 +91,27 @@ class LiveSession:
     def accept(
         self, frame: Any, received_at: float, replier: Replier, stream: str = "", redactor: Redactor = NONE
     ) -> tuple[Row | None, dict | None]:
+        caller = ""
+        if user_id := _user_id(frame):
+            # A caller's id is theirs (often their number): stored, relayed and shown as a pseudonym only, the
+            # same for the same caller; its key goes in with the row until the session has it (erasure by caller).
+            caller = self._caller_key(user_id)
+            frame = _with_user_id(frame, CALLER_PREFIX + caller[:CALLER_SHOWN])
         row, reply = self._accept(frame, received_at, replier, stream, redactor)
         if row is not None:
             if row.error and redactor:
                 row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
-            if (user_id := _user_id(frame)) and user_id not in self.callers and len(self.callers) < MAX_CALLERS:
-                # Before redaction took it out of the message: the caller's key goes in with the row.
-                self.callers.add(user_id)
-                row.caller = caller_keys(self.organization_id, user_id)[0]
+            if caller and caller not in self.linked:
+                row.caller = caller  # Writer._flush adds it to `linked` once the row is stored
         return row, reply
+
+    def _caller_key(self, user_id: str) -> str:
+        key = self.callers.get(user_id)
+        if key is None:
+            key = caller_keys(self.organization_id, user_id)[0]
+            if len(self.callers) < MAX_CALLERS:
+                self.callers[user_id] = key
+        return key
 
     def _accept(self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor):
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.

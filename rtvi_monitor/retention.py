@@ -3,8 +3,9 @@
 Per organization (dashboard.models.Organization, the admin), in days after a
 call ended, each kind on its own, blank meaning "until deleted":
 
-- `keep_messages_days`: an ended call's stored messages, its final state and
-  its transcript text (what people said); its row and figures (duration,
+- `keep_messages_days`: an ended call's stored messages, its final state,
+  its transcript text (what people said) and its trace spans (their
+  attributes carry the LLM's text); its row and figures (duration,
   turns, latency, errors, cost) stay, and `contents_purged_at` says when;
 - `keep_sessions_days`: the ended call itself, messages and all;
 - `keep_spans_days`: trace spans (by their start);
@@ -82,6 +83,10 @@ def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, in
     left = set(Event.objects.filter(session_id__in=pks).values_list("session_id", flat=True).distinct())
     done = [pk for pk in pks if pk not in left]
     if done:
+        # Its trace spans are contents too (their attributes carry the LLM's and the TTS's text): they go
+        # with the messages, whatever the spans' own days (an agent's shorter days included).
+        conversations = list(Session.objects.filter(pk__in=done).values_list("session_id", flat=True))
+        Span.objects.filter(organization=organization, conversation_id__in=conversations).delete()
         Session.objects.filter(pk__in=done).update(state=None, transcript_text="", contents_purged_at=timezone.now())
     return deleted, len(done)
 

@@ -83,7 +83,7 @@ def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
         queryset = queryset.filter(started_at__gte=after)
     if before := _datetime(params, "started_before"):
         queryset = queryset.filter(started_at__lt=before)
-    if caller := params.get("caller", "").strip():
+    if (caller := params.get("caller", "")).strip():
         if not contents:  # who called is a caller's detail too
             raise BadFilter("caller: finding a caller's calls needs the operator role; yours is viewer")
         queryset = queryset.filter(pk__in=sessions_of_caller(organization, caller).values("pk"))

@@ -197,6 +197,8 @@ class Writer:
                     self._mark_due(row.live)
                 if not row.refused:
                     row.live.state.apply(row.as_state_event())
+                    if row.caller:
+                        row.live.linked.add(row.caller)  # stored with this row: the next ones need not carry it
             metrics.record_batch([row for row in batch if not row.refused], turns_before)
             # Each session's patch is taken now, while the state holds this flush's rows and no
             # more. The next flush (a disconnecting bot's, beside this loop's) may store and fold

@@ -52,6 +52,11 @@ def bearer(key: str) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {key}"}
 
 
+def nonce_of(client, url: str) -> str:
+    """The one-time nonce of a settings page's forms, as a browser gets it by opening the page."""
+    return client.get(url).content.decode().split('name="nonce" value="')[1].split('"')[0]
+
+
 CONTENT_APIS = [
     "/api/sessions/call-1/events/",
     "/api/sessions/call-1/events/1/",
@@ -189,12 +194,15 @@ def test_an_expired_key_is_refused_like_a_revoked_one(client, org):
 
 
 def test_keys_made_on_the_settings_page_have_their_scopes_and_expiry_and_are_shown_once(staff_client, org):
-    page = staff_client.post(
-        "/settings/keys/", {"do": "key", "name": "grafana", "scopes": ["read"], "expires_in_days": "30"}, follow=True
-    )
-    assert page.redirect_chain == [("/settings/keys/", 302)]  # a reload of the page it shows makes nothing
+    form = {"do": "key", "name": "grafana", "scopes": ["read"], "expires_in_days": "30"}
+    form["nonce"] = nonce_of(staff_client, "/settings/keys/")
+    page = staff_client.post("/settings/keys/", form)
+    assert page["Cache-Control"] == "no-store"
     html = page.content.decode()
     secret = html.split('data-testid="secret-value">')[1].split("<")[0]
+    again = staff_client.post("/settings/keys/", form, follow=True)  # a reload sends it again: nothing made
+    assert "sent already" in again.content.decode() and secret not in again.content.decode()
+    assert ApiKey.objects.filter(name="grafana").count() == 1
     record = ApiKey.objects.get(name="grafana")
     assert record.scopes == "read" and record.expires_at > timezone.now() + timedelta(days=29)
     assert secret.startswith("pk_") and record.key_hash != secret and secret not in record.key_hash
@@ -238,10 +246,10 @@ def test_roles_change_and_the_last_admin_stays(staff_client, staff_user, org):
 
 
 def test_an_invitation_makes_a_member_once(staff_client, org):
+    nonce = nonce_of(staff_client, "/settings/members/")
     page = staff_client.post(
-        "/settings/members/", {"do": "invite", "email": "new@example.com", "role": "viewer"}, follow=True
+        "/settings/members/", {"do": "invite", "email": "new@example.com", "role": "viewer", "nonce": nonce}
     )
-    assert "new@example.com" in page.content.decode()
     assert "invite-link" not in staff_client.get("/settings/members/").content.decode()  # shown once
     link = page.content.decode().split('data-testid="invite-link">')[1].split("<code>")[1].split("</code>")[0]
     path = link.split("testserver", 1)[1]
@@ -320,3 +328,57 @@ def test_a_user_need_not_be_staff_and_staff_alone_is_nothing(client, org, django
     client.force_login(staff)
     assert client.get("/sessions/").status_code == 403
     assert client.get("/api/sessions/").status_code == 403
+
+
+# --- what a bot's errors say, and where alerts go ------------------------------------------
+
+
+QUOTED = "Error executing function call [lookup_order]: card 4111 for Jane Roe at 12 Elm Street"
+
+
+def test_a_viewer_sees_an_errors_kind_not_what_it_quotes(viewer_client, operator_client, org, agents):
+    from tests.session_samples import error_event
+
+    session = Session.objects.create(organization=org, session_id="loud", agent=agents[0], error_count=1)
+    error_event(session, 1, QUOTED, ago=60.0)
+    for path in ("/", "/overview/panel/"):
+        html = viewer_client.get(path).content.decode()
+        assert "Error executing function call [lookup_order]: …" in html and "Jane Roe" not in html
+        assert "Jane Roe" in operator_client.get(path).content.decode()
+
+
+def test_a_viewer_sees_an_alerts_figures_not_the_error_it_quotes(viewer_client, operator_client, org):
+    from rtvi_monitor.models import Alert, AlertRule
+
+    rule = AlertRule.objects.create(
+        organization=org,
+        name="fatal",
+        condition="fatal_error",
+        webhook_url="https://hooks.slack.com/services/T0/B0/s3cr3t",
+    )
+    Alert.objects.create(
+        rule=rule,
+        organization=org,
+        summary=f"Fatal error in 1 session (support-bot): {QUOTED}",
+        figures={"sessions": 1, "errors": [QUOTED]},
+        session_ids=["loud"],
+    )
+    for client in (viewer_client, operator_client):
+        page = client.get("/alerts/").content.decode()
+        api = client.get("/api/alerts/").content.decode()
+        assert "Fatal error in 1 session (support-bot)" in page
+        assert ("Jane Roe" in page + api) == (client is operator_client)
+        # A Slack hook's path works as a password: only admins (and keys) see it whole.
+        assert "s3cr3t" not in page + api + client.get("/api/alerts/rules/").content.decode()
+        assert "hooks.slack.com (webhook)" in page
+
+
+def test_v1_agents_takes_a_key_with_read(client, org):
+    record, key = ApiKey.issue(org, "writer")
+    record.scopes = "write"
+    record.save()
+    assert client.get("/v1/agents", **bearer(key)).status_code == 403
+    assert client.get("/v1/agents/support-bot/logs", **bearer(key)).status_code == 403
+    record.scopes = "read"
+    record.save()
+    assert client.get("/v1/agents", **bearer(key)).status_code == 200

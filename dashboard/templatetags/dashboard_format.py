@@ -35,3 +35,17 @@ def duration(value, unit: str = "ms") -> str:
         return f"{seconds // 60} min {seconds % 60:02d} s"
     minutes = math.floor(ms / 60000 + 0.5)
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+@register.filter
+def error_kind(text: str) -> str:
+    """An error as a viewer sees it: what comes before its first colon (the rest may quote a caller)."""
+    head, sep, _ = str(text or "").partition(":")
+    return head.strip() + (": …" if sep else "")
+
+
+@register.filter
+def webhook_host(url: str) -> str:
+    from rtvi_monitor.models import webhook_host as host
+
+    return host(url)
