@@ -295,6 +295,9 @@ SESSION_SUMMARY_INTERVAL = envfloat("SESSION_SUMMARY_INTERVAL", "1")
 # stops sending and asks it to resync; BROWSER_STALL_TIMEOUT: seconds a
 # stopped browser may stay silent before its socket is closed.
 BROWSER_MAX_LAG = envint("BROWSER_MAX_LAG", "5000")
+# BROWSER_ACCESS_CHECK: seconds between checks that a watching browser may still watch (a member
+# removed, demoted to viewer or signed out stops receiving within it; rtvi_monitor/consumers.py).
+BROWSER_ACCESS_CHECK = envfloat("BROWSER_ACCESS_CHECK", "30")
 BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 # BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.
 BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")

@@ -282,7 +282,50 @@ def _find_session(scope, session_id: str):
     return session, (CLOSE_NOT_FOUND if session is None else None)
 
 
-class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
+@database_sync_to_async
+def _still_allowed(scope, organization_id, contents: bool) -> bool:
+    """Whether the socket's browser may still watch: signed in still, a member of the organization still, and,
+    for a session's contents, with a role that sees them."""
+    browser_session = scope.get("session")
+    key = getattr(browser_session, "session_key", None)
+    if key is None or not browser_session.exists(key):  # signed out (or the login expired) since
+        return False
+    membership = scope_membership(scope)
+    if membership is None or membership.organization_id != organization_id:
+        return False  # removed, or switched to another organization
+    return membership.sees_contents or not contents
+
+
+class AccessWatch:
+    """A browser's right to watch is checked again every BROWSER_ACCESS_CHECK seconds: a member who is
+    removed, demoted to viewer or signs out stops receiving within that time (code 4403)."""
+
+    watch_task: asyncio.Task | None = None
+
+    def watch_access(self, organization_id, contents: bool) -> None:
+        self.watch_task = asyncio.ensure_future(self._watch(organization_id, contents))
+
+    def stop_watching_access(self) -> None:
+        if self.watch_task is not None:
+            self.watch_task.cancel()
+            self.watch_task = None
+
+    async def _watch(self, organization_id, contents: bool) -> None:
+        while True:
+            await asyncio.sleep(settings.BROWSER_ACCESS_CHECK)
+            try:
+                allowed = await _still_allowed(self.scope, organization_id, contents)
+            except Exception:  # the database is away: the next round asks again
+                logger.warning("Could not check a browser's access again", exc_info=True)
+                continue
+            if not allowed:
+                self.watch_task = None
+                await self.stop_relays()  # not one more relay, whenever the browser's disconnect comes
+                await self.close(CLOSE_FORBIDDEN)
+                return
+
+
+class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
     """A browser watching one session: a snapshot of the derived state, then the reducer's patches.
 
     Every stored batch comes as {"type": "batch", "from", "to", "changes",
@@ -321,6 +364,7 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         try:
             await relay.fanout.watch(self.group, self)
             await self.accept()
+            self.watch_access(self.session.organization_id, contents=True)
             await self.send_snapshots()
         except BaseException:
             # No disconnect follows a connect that raised (Redis down, the database): leave now.
@@ -330,8 +374,12 @@ class SessionConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def disconnect(self, code):
         await self.leave()
 
+    async def stop_relays(self) -> None:
+        await self.leave()
+
     async def leave(self) -> None:
         """No more relays to this browser (once, whether it connected or not)."""
+        self.stop_watching_access()
         if self.session is not None and self.group is not None:
             group, self.group = self.group, None
             metrics.BROWSERS.dec()
@@ -456,7 +504,7 @@ def _live_rows(organization) -> list[dict]:
     return [s.row() for s in sessions]
 
 
-class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
+class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
     """A browser watching the organization's sessions start, update and end (relays from relay.fanout).
 
     It watches before the list is loaded: what changes meanwhile waits in
@@ -480,6 +528,7 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             await relay.fanout.watch(self.group, self)
             rows = await _live_rows(organization)
             await self.accept()
+            self.watch_access(organization.pk, contents=False)
             await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
             while self.held:
                 await self.forward(self.held.pop(0))
@@ -490,6 +539,10 @@ class SessionListConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             raise
 
     async def disconnect(self, code):
+        self.stop_watching_access()
+        await self.stop_relays()
+
+    async def stop_relays(self) -> None:
         if self.group:
             group, self.group = self.group, None
             await relay.fanout.unwatch(group, self)

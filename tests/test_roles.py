@@ -382,3 +382,48 @@ def test_v1_agents_takes_a_key_with_read(client, org):
     record.scopes = "read"
     record.save()
     assert client.get("/v1/agents", **bearer(key)).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_open_sockets_stop_when_a_member_is_demoted_removed_or_signs_out(org, live_settings, settings):
+    from rtvi_monitor.consumers import CLOSE_FORBIDDEN
+
+    settings.BROWSER_ACCESS_CHECK = 0.1
+    await sync_to_async(make_call)(org, "live-1", Session.Status.LIVE)
+
+    async def signed_in(username):
+        client = Client()
+        user = await sync_to_async(make_member)(org, username, Role.OPERATOR)
+        await sync_to_async(client.force_login)(user)
+        return client, user, f"sessionid={client.cookies['sessionid'].value}"
+
+    async def closed(socket) -> int:
+        while True:
+            frame = await socket.receive_output(3)
+            if frame["type"] == "websocket.close":
+                return frame["code"]
+
+    _, demoted, cookie = await signed_in("demoted")
+    watching = browser_socket("/ws/sessions/live-1/", cookie)
+    assert (await watching.connect())[0]
+    await sync_to_async(Membership.objects.filter(user=demoted).update)(role=Role.VIEWER)
+    assert await closed(watching) == CLOSE_FORBIDDEN
+
+    _, removed, cookie = await signed_in("removed")
+    listing = browser_socket("/ws/sessions/", cookie)
+    assert (await listing.connect())[0]
+    await sync_to_async(Membership.objects.filter(user=removed).delete)()
+    assert await closed(listing) == CLOSE_FORBIDDEN
+
+    client, _, cookie = await signed_in("leaving")
+    listing = browser_socket("/ws/sessions/", cookie)
+    assert (await listing.connect())[0]
+    await sync_to_async(client.logout)()
+    assert await closed(listing) == CLOSE_FORBIDDEN
+
+    _, _, cookie = await signed_in("staying")
+    listing = browser_socket("/ws/sessions/", cookie)
+    assert (await listing.connect())[0]
+    assert json.loads(await listing.receive_from(3))["type"] == "live"
+    assert await listing.receive_nothing(0.5)  # five checks later, still open
+    await listing.disconnect()
