@@ -109,6 +109,9 @@ class Membership(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
     created_at = models.DateTimeField(default=timezone.now)
+    # Made by single sign-on (dashboard/oidc.py): it goes when the provider's claims stop naming the
+    # organization. One made by hand (or an invitation) is the organization's admins' to remove.
+    via_sso = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["organization__name"]

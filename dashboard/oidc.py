@@ -5,18 +5,24 @@ to discover them: the block at the end of dashboard/settings.py); mozilla-django
 authorization-code flow (state, nonce, PKCE, the ID token's signature against the provider's
 JWKS), and this module decides what the claims mean here:
 
-- Organizations: the OIDC_ORGANIZATION_CLAIM claim ("org"), one organization's name or a list of
-  them, matched exactly against Organization.name. Names this dashboard does not know are
-  ignored; SSO never creates an organization. Someone whose claims name no known organization is
-  refused (authenticate returns None) and the login page says why (?sso=no-organization).
-- Role: the OIDC_ROLE_CLAIM claim ("role"): viewer, operator or admin (a list: the highest of
-  those). Absent, or a value that is none of them: OIDC_DEFAULT_ROLE (viewer, least privilege).
+- Organizations: the OIDC_ORGANIZATION_CLAIM claim ("org"): one organization's name, a list of
+  them, or a map of name to role ({"Acme": "admin", "Globex": "viewer"}); a name in a list may
+  carry its own role after a colon ("Acme:admin"). Names are matched exactly against
+  Organization.name; names this dashboard does not know are ignored; SSO never creates an
+  organization. Someone whose claims name no known organization is refused (authenticate returns
+  None) and the login page says why (?sso=no-organization).
+- Role: an organization's own role where the claim gives one; else the OIDC_ROLE_CLAIM claim
+  ("role"): viewer, operator or admin (a list: the highest of those). Absent, or a value that is
+  none of them: OIDC_DEFAULT_ROLE (viewer, least privilege).
 - On every SSO sign-in, before Django's login() runs (so the sign-in's audit entry, written by
   dashboard/audit.py for each membership, includes them), the user's memberships in the claimed
   organizations are created, or their role set to the claimed one: for those organizations the
   provider is the source of truth, and each change is in that organization's audit log
-  (member_joined, role_changed). Memberships in organizations the claims do not name are left
-  alone (an admin may have added them by hand).
+  (member_joined, role_changed). A membership SSO made (Membership.via_sso) in an organization
+  the claims no longer name is removed (member_removed): taking someone out at the provider takes
+  their access away at their next sign-in (and their open pages within BROWSER_ACCESS_CHECK of
+  it). Memberships made by hand or by an invitation are left alone. The organization's last admin
+  is never demoted or removed this way (logged and in the audit log): its admins fix that.
 
 Who is who: an SSO user is the pair (issuer, sub), the only identifier OpenID Connect promises
 to be stable and never reassigned (Core 1.0, section 5.7). Their username is "oidc:" and the
@@ -60,10 +66,25 @@ def username_for(issuer: str, sub: str) -> str:
     return USERNAME_PREFIX + digest[:24]
 
 
-def claimed_organizations(claims: dict) -> list[str]:
+def claimed_organizations(claims: dict) -> dict[str, str | None]:
+    """{organization name: its own role, or None (the role claim's)} from the organization claim."""
     value = claims.get(settings.OIDC_ORGANIZATION_CLAIM)
-    names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    return list(dict.fromkeys(name.strip() for name in names[:MAX_ORGANIZATIONS] if isinstance(name, str)))
+    if isinstance(value, dict):
+        pairs = [(name, role) for name, role in list(value.items())[:MAX_ORGANIZATIONS]]
+    else:
+        names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        pairs = []
+        for entry in names[:MAX_ORGANIZATIONS]:
+            if not isinstance(entry, str):
+                continue
+            name, colon, role = entry.rpartition(":")
+            pairs.append((name, role) if colon and role.strip().lower() in Role.values else (entry, None))
+    claimed: dict[str, str | None] = {}
+    for name, role in pairs:
+        if isinstance(name, str) and name.strip():
+            own = role.strip().lower() if isinstance(role, str) else ""
+            claimed.setdefault(name.strip(), own if own in Role.values else None)
+    return claimed
 
 
 def claimed_role(claims: dict) -> str:
@@ -118,7 +139,8 @@ class OrganizationBackend(OIDCAuthenticationBackend):
         if not self.verify_claims(claims):
             raise SuspiciousOperation("no sub claim")
 
-        names = claimed_organizations(claims)
+        claimed = claimed_organizations(claims)
+        names = list(claimed)
         organizations = list(Organization.objects.filter(name__in=names).order_by("name")) if names else []
         username = username_for(issuer, claims["sub"])
         if not organizations:
@@ -139,24 +161,49 @@ class OrganizationBackend(OIDCAuthenticationBackend):
             user.first_name = _text(claims.get("given_name"), 150)
             user.last_name = _text(claims.get("family_name"), 150)
             user.save()
-            changes = self.sync_memberships(user, organizations, role)
+            roles = {organization.pk: claimed[organization.name] or role for organization in organizations}
+            changes = self.sync_memberships(user, organizations, roles)
         self.record(user, changes)
         return user
 
-    def sync_memberships(self, user, organizations, role: str) -> list[tuple]:
-        """The claimed organizations' memberships, made or set to `role`: [(organization, action, detail)]."""
-        existing = {m.organization_id: m for m in Membership.objects.filter(user=user, organization__in=organizations)}
+    def sync_memberships(self, user, organizations, roles: dict) -> list[tuple]:
+        """The claimed organizations' memberships made or set to their role, SSO's others in organizations no
+        longer claimed removed: [(organization, action, detail)]. In the caller's transaction."""
+        claimed = {organization.pk for organization in organizations}
+        existing = {m.organization_id: m for m in Membership.objects.filter(user=user).select_related("organization")}
         changes = []
         for organization in organizations:
-            membership = existing.get(organization.pk)
+            membership, role = existing.get(organization.pk), roles[organization.pk]
             if membership is None:
-                Membership.objects.create(user=user, organization=organization, role=role)
+                Membership.objects.create(user=user, organization=organization, role=role, via_sso=True)
                 changes.append((organization, AuditEntry.Action.MEMBER_JOINED, {"role": role}))
             elif membership.role != role:
+                if self.last_admin(membership, role):
+                    changes.append((organization, AuditEntry.Action.ROLE_CHANGED, {"kept": "admin", "claimed": role}))
+                    continue
                 changes.append((organization, AuditEntry.Action.ROLE_CHANGED, {"role": role, "was": membership.role}))
                 membership.role = role
                 membership.save(update_fields=["role"])
+        for organization_id, membership in existing.items():
+            if organization_id in claimed or not membership.via_sso:
+                continue
+            if self.last_admin(membership, None):
+                changes.append((membership.organization, AuditEntry.Action.MEMBER_REMOVED, {"kept": "last admin"}))
+                continue
+            membership.delete()
+            changes.append((membership.organization, AuditEntry.Action.MEMBER_REMOVED, {"role": membership.role}))
         return changes
+
+    @staticmethod
+    def last_admin(membership, role: str | None) -> bool:
+        """Whether this change (a role, or None: removal) would leave the organization with no admin."""
+        if membership.role != Role.ADMIN or role == Role.ADMIN:
+            return False
+        admins = Membership.objects.select_for_update().filter(organization_id=membership.organization_id)
+        if [pk for pk in admins.filter(role=Role.ADMIN).values_list("pk", flat=True) if pk != membership.pk]:
+            return False
+        logger.warning("OIDC: %s stays admin of %s, its last admin", membership.user, membership.organization)
+        return True
 
     def record(self, user, changes) -> None:
         """Each change in its organization's audit log, done by the provider (not by whoever is signed in)."""
