@@ -68,27 +68,39 @@ def _delete_ids(queryset, batch: int) -> int:
 
 
 def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
-    """Messages of `calls` ended before `cutoff`: (messages deleted, calls whose contents are now gone)."""
+    """At most `batch` messages of `calls` ended before `cutoff`, oldest calls first, each call's oldest
+    first: (messages deleted, calls whose contents are now gone).
+
+    Call by call, on the (session, seq) index: each statement deletes a range of one call's messages and
+    the check that a call is empty is one seek, so a round costs what it deletes, however many
+    messages are still to go (a round that scanned what was left took seconds per 5,000 messages on
+    PostgreSQL with 2 million to go: docs/BENCHMARKS.md).
+    """
     due = Session.objects.filter(
         calls,
         organization=organization,
         status=Session.Status.ENDED,
         ended_at__lt=cutoff,
         contents_purged_at__isnull=True,
-    )
-    pks = list(due.values_list("pk", flat=True)[:batch])
-    if not pks:
-        return 0, 0
-    deleted = _delete_ids(Event.objects.filter(session_id__in=pks), batch)
-    left = set(Event.objects.filter(session_id__in=pks).values_list("session_id", flat=True).distinct())
-    done = [pk for pk in pks if pk not in left]
-    if done:
+    ).order_by("ended_at", "pk")
+    deleted, emptied = 0, []
+    for pk in due.values_list("pk", flat=True)[:batch]:
+        budget = batch - deleted
+        if budget <= 0:
+            break
+        messages = Event.objects.filter(session_id=pk)
+        edge = list(messages.order_by("seq").values_list("seq", flat=True)[budget - 1 : budget])
+        with transaction.atomic():
+            deleted += (messages.filter(seq__lte=edge[0]) if edge else messages).delete()[0]
+        if not edge or not messages.exists():
+            emptied.append(pk)
+    if emptied:
         # Its trace spans are contents too (their attributes carry the LLM's and the TTS's text): they go
         # with the messages, whatever the spans' own days (an agent's shorter days included).
-        conversations = list(Session.objects.filter(pk__in=done).values_list("session_id", flat=True))
+        conversations = list(Session.objects.filter(pk__in=emptied).values_list("session_id", flat=True))
         Span.objects.filter(organization=organization, conversation_id__in=conversations).delete()
-        Session.objects.filter(pk__in=done).update(state=None, transcript_text="", contents_purged_at=timezone.now())
-    return deleted, len(done)
+        Session.objects.filter(pk__in=emptied).update(state=None, transcript_text="", contents_purged_at=timezone.now())
+    return deleted, len(emptied)
 
 
 def purge_round(now=None, batch: int | None = None) -> dict:
