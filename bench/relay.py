@@ -246,7 +246,8 @@ from django.contrib.auth import get_user_model
 from dashboard.models import Membership, Organization
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
 user.set_password("bench-password-1"); user.save()
-Membership.objects.update_or_create(user=user, organization=Organization.objects.get(name="Bench"), defaults={"role": "admin"})
+roles = {"role": "admin"} if any(f.name == "role" for f in Membership._meta.get_fields()) else {}  # a baseline before roles
+Membership.objects.update_or_create(user=user, organization=Organization.objects.get(name="Bench"), defaults=roles)
 # A logged-in browser session, made directly: secure cookies cannot be set over plain HTTP.
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore

@@ -67,24 +67,19 @@ def _delete_ids(queryset, batch: int) -> int:
     return queryset.model.objects.filter(pk__in=ids).delete()[1].get(queryset.model._meta.label, 0)
 
 
-def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
-    """At most `batch` messages of `calls` ended before `cutoff`, oldest calls first, each call's oldest
-    first: (messages deleted, calls whose contents are now gone).
+def _delete_messages(pks, batch: int) -> tuple[int, list[int]]:
+    """At most `batch` messages of these calls, in their order, each call's oldest first: (deleted, the calls
+    now empty).
 
-    Call by call, on the (session, seq) index: each statement deletes a range of one call's messages and
-    the check that a call is empty is one seek, so a round costs what it deletes, however many
-    messages are still to go (a round that scanned what was left took seconds per 5,000 messages on
-    PostgreSQL with 2 million to go: docs/BENCHMARKS.md).
+    Call by call, on the (session, seq) index: each statement deletes a range of one call's messages in a
+    transaction of its own, and the check that a call is empty is one seek, so a round costs what it
+    deletes however many messages are still to go, and never holds the database's write lock (SQLite's
+    only one) for more than `batch` rows. (A round that scanned what was left took seconds per 5,000
+    messages on PostgreSQL with 2 million to go; one that deleted 50 whole calls of 50,000 messages
+    each held SQLite's lock for seconds: docs/BENCHMARKS.md.)
     """
-    due = Session.objects.filter(
-        calls,
-        organization=organization,
-        status=Session.Status.ENDED,
-        ended_at__lt=cutoff,
-        contents_purged_at__isnull=True,
-    ).order_by("ended_at", "pk")
     deleted, emptied = 0, []
-    for pk in due.values_list("pk", flat=True)[:batch]:
+    for pk in pks:
         budget = batch - deleted
         if budget <= 0:
             break
@@ -94,12 +89,41 @@ def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, in
             deleted += (messages.filter(seq__lte=edge[0]) if edge else messages).delete()[0]
         if not edge or not messages.exists():
             emptied.append(pk)
+    return deleted, emptied
+
+
+def _delete_spans(organization, pks) -> None:
+    """The calls' trace spans: contents too (their attributes carry the LLM's and the TTS's text), so they
+    go with the messages, whatever the spans' own days (an agent's shorter days included)."""
+    conversations = list(Session.objects.filter(pk__in=pks).values_list("session_id", flat=True))
+    Span.objects.filter(organization=organization, conversation_id__in=conversations).delete()
+
+
+def _ended_before(organization, calls: Q, cutoff):
+    return Session.objects.filter(
+        calls, organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff
+    ).order_by("ended_at", "pk")
+
+
+def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
+    """Messages of `calls` ended before `cutoff`, at most `batch`: (deleted, calls whose contents are now gone)."""
+    due = _ended_before(organization, calls, cutoff).filter(contents_purged_at__isnull=True)
+    deleted, emptied = _delete_messages(due.values_list("pk", flat=True)[:batch], batch)
     if emptied:
-        # Its trace spans are contents too (their attributes carry the LLM's and the TTS's text): they go
-        # with the messages, whatever the spans' own days (an agent's shorter days included).
-        conversations = list(Session.objects.filter(pk__in=emptied).values_list("session_id", flat=True))
-        Span.objects.filter(organization=organization, conversation_id__in=conversations).delete()
+        _delete_spans(organization, emptied)
         Session.objects.filter(pk__in=emptied).update(state=None, transcript_text="", contents_purged_at=timezone.now())
+    return deleted, len(emptied)
+
+
+def _purge_calls(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
+    """Calls ended before `cutoff`, their messages first (at most `batch`), then the emptied calls: (messages
+    deleted, calls deleted)."""
+    due = _ended_before(organization, calls, cutoff)
+    deleted, emptied = _delete_messages(due.values_list("pk", flat=True)[:batch], batch)
+    if emptied:
+        _delete_spans(organization, emptied)
+        with transaction.atomic():
+            Session.objects.filter(pk__in=emptied).delete()
     return deleted, len(emptied)
 
 
@@ -115,14 +139,9 @@ def purge_round(now=None, batch: int | None = None) -> dict:
             counts["messages"] += messages
             counts["calls_emptied"] += emptied
         for calls, days in _scopes(organization, "keep_sessions_days"):
-            cutoff = now - timedelta(days=days)
-            ended = Session.objects.filter(
-                calls, organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff
-            )
-            with transaction.atomic():
-                ids = list(ended.values_list("pk", flat=True)[: max(1, batch // 100)])  # each may hold many messages
-                if ids:
-                    counts["calls"] += Session.objects.filter(pk__in=ids).delete()[1].get("rtvi_monitor.Session", 0)
+            messages, gone = _purge_calls(organization, calls, now - timedelta(days=days), batch)
+            counts["messages"] += messages
+            counts["calls"] += gone
         counts = {kind: n for kind, n in counts.items() if n}
         if organization.keep_spans_days is not None:
             cutoff_ns = int((now - timedelta(days=organization.keep_spans_days)).timestamp() * 1e9)
