@@ -26,6 +26,7 @@ Pipecat source that introduced bot-output (docs/PROTOCOL.md). What they show:
 """
 
 import itertools
+import re
 from collections.abc import Iterator
 
 LLM = {"processor": "OpenAILLMService#0", "model": "gpt-4o-mini"}
@@ -460,3 +461,24 @@ def pipecat_conversation_pairs(
 def pipecat_conversation(turns: int = 3, **options) -> list[dict]:
     """The messages of pipecat_conversation_pairs(), without their directions."""
     return [message for _, message in pipecat_conversation_pairs(turns, **options)]
+
+
+CALLER_PSEUDONYM = re.compile(
+    r"caller:[0-9a-f]{12}"
+)  # what a message's user_id is stored as (rtvi_monitor/registry.py)
+
+
+def as_stored(message):
+    """A message as the dashboard keeps it, but for its user_id's pseudonym (which takes the server's key):
+    the user_id set aside as "<caller>". Compare what a bot sent with what is stored through it; check
+    the stored user_id with CALLER_PSEUDONYM."""
+    data = message.get("data") if isinstance(message, dict) else None
+    if isinstance(data, dict) and "user_id" in data:
+        return {**message, "data": {**data, "user_id": "<caller>"}}
+    return message
+
+
+def pseudonymous(messages) -> bool:
+    """Every user_id among these stored messages is a caller's pseudonym, never what the bot sent."""
+    ids = [m["data"]["user_id"] for m in messages if isinstance(m, dict) and "user_id" in (m.get("data") or {})]
+    return all(CALLER_PSEUDONYM.fullmatch(str(i)) for i in ids)

@@ -15,6 +15,14 @@ pytestmark = pytest.mark.usefixtures("live_path")
 TRANSCRIPT = rtvi("user-transcription", {"text": "hello", "final": True, "timestamp": "t", "user_id": "u"})
 
 
+def with_pseudonym(message: dict, organization) -> dict:
+    """The message as stored: its user_id is the caller's pseudonym, the same for the same caller."""
+    from rtvi_monitor.models import caller_keys
+
+    pseudonym = "caller:" + caller_keys(organization.pk, message["data"]["user_id"])[0][:12]
+    return {**message, "data": {**message["data"], "user_id": pseudonym}}
+
+
 @sync_to_async
 def stored(session_id="s1"):
     return list(Event.objects.filter(session__session_id=session_id).order_by("seq"))
@@ -62,7 +70,7 @@ async def test_a_wrapped_message_is_stored_then_acknowledged(org, ingest_token):
     assert await receive(socket) == {"ack": 1}
     (event,) = await stored()
     assert (event.seq, event.direction, event.type, event.valid) == (1, "to-client", "user-transcription", True)
-    assert json.loads(event.message) == TRANSCRIPT
+    assert json.loads(event.message) == with_pseudonym(TRANSCRIPT, org)
     assert event.sent_at == 1_750_000_000.0 and event.received_at > 1_750_000_000.0
     await socket.disconnect()
 
@@ -76,7 +84,7 @@ async def test_an_invalid_message_is_answered_with_what_is_wrong_and_recorded(or
     await send(socket, wrap(2, TRANSCRIPT))  # the socket stays open
     assert await receive(socket) == {"ack": 2}
     first, _ = await stored()
-    assert not first.valid and "data.final" in first.error and json.loads(first.message) == bad
+    assert not first.valid and "data.final" in first.error and json.loads(first.message) == with_pseudonym(bad, org)
     await socket.disconnect()
 
 

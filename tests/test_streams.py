@@ -34,6 +34,7 @@ from websockets.sync.client import connect as ws_connect
 from rtvi_monitor.events import replay
 from rtvi_monitor.redaction import luhn
 from tests.conftest import DATABASE_URL, reachable, skip_or_fail
+from tests.rtvi_samples import CALLER_PSEUDONYM, as_stored
 from tests.server import DaphneServer
 from tests.sockets import rtvi, wrap
 
@@ -541,15 +542,19 @@ class IngestMachine(RuleBasedStateMachine):
             if event["bot_seq"] is not None:
                 key = (event["stream"], event["bot_seq"])
                 firsts.setdefault(key, event)
-                content = json.dumps(event["message"], sort_keys=True)
+                content = json.dumps(as_stored(event["message"]), sort_keys=True)
                 counts[(*key, content)] = counts.get((*key, content), 0) + 1
-        words = []
+        words, pseudonyms = [], set()
         for client in self.clients + self.retired:
             for seq, message in client.acked.items():
-                content = json.dumps(message, sort_keys=True)
-                assert firsts[(client.key, seq)]["message"] == message, f"({client.key!r}, {seq}) holds another"
+                content = json.dumps(as_stored(message), sort_keys=True)
+                kept = firsts[(client.key, seq)]["message"]
+                assert as_stored(kept) == as_stored(message), f"({client.key!r}, {seq}) holds another"
                 assert counts[(client.key, seq, content)] == 1, f"({client.key!r}, {seq}) stored twice"
+                assert CALLER_PSEUDONYM.fullmatch(kept["data"]["user_id"]), "a caller's id was stored as sent"
+                pseudonyms.add(kept["data"]["user_id"])
                 words.append(message["data"]["text"])
+        assert len(pseudonyms) <= 1, "one caller, several pseudonyms"
         live = live_state(self.server, self.session_id)
         fresh = json.loads(json.dumps(replay(events).to_dict()))
         assert live == fresh, "the live state is not a replay of what is stored"
