@@ -523,21 +523,25 @@ class Lease(models.Model):
         return f"{self.name} held by {self.holder} until {self.expires_at:%H:%M:%S}"
 
 
-def caller_keys(organization_id, user_id: str) -> list[str]:
-    """The keys a caller's id (the `user_id` a bot reports) is kept under: a keyed hash, never the id itself.
+def caller_key(organization_id, user_id: str, secret: str | None = None) -> str:
+    """The key a caller's id (the `user_id` a bot reports) is kept under: a keyed hash, never the id itself.
 
-    The id is a caller's detail (often a phone number) and is redacted from what is stored; this hash
-    (HMAC with SECRET_KEY, per organization) is all that links a caller to their calls, so that they
-    can be erased on request. The first key is the one made now; the others are SECRET_KEY_FALLBACKS'.
+    The id is a caller's detail (often a phone number); this hash (HMAC with SECRET_KEY, or `secret`,
+    per organization) is all that links a caller to their calls, so that they can be erased on request.
     """
     from django.conf import settings
     from django.utils.crypto import salted_hmac
 
-    secrets_ = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
     value = f"{organization_id}:{user_id}"
-    return [
-        salted_hmac("rtvi-caller", value, secret=secret, algorithm="sha256").hexdigest()[:40] for secret in secrets_
-    ]
+    return salted_hmac("rtvi-caller", value, secret=secret or settings.SECRET_KEY, algorithm="sha256").hexdigest()[:40]
+
+
+def caller_keys(organization_id, user_id: str) -> list[str]:
+    """Every key the caller's calls may be kept under: SECRET_KEY's (the one made now), then its fallbacks'."""
+    from django.conf import settings
+
+    fallbacks = getattr(settings, "SECRET_KEY_FALLBACKS", [])
+    return [caller_key(organization_id, user_id, secret) for secret in [settings.SECRET_KEY, *fallbacks]]
 
 
 class SessionCaller(models.Model):

@@ -16,7 +16,7 @@ from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
 from rtvi_monitor.events import Replier, Row, content_hash, load_state, redact, reply_text, stored_form, stored_text
-from rtvi_monitor.models import Session, caller_keys, storable
+from rtvi_monitor.models import Session, caller_key, storable
 from rtvi_monitor.redaction import NONE, Redactor
 from rtvi_monitor.state import SessionState
 
@@ -108,7 +108,7 @@ class LiveSession:
     def _caller_key(self, user_id: str) -> str:
         key = self.callers.get(user_id)
         if key is None:
-            key = caller_keys(self.organization_id, user_id)[0]
+            key = caller_key(self.organization_id, user_id)  # the fallbacks' are for finding, not for making
             if len(self.callers) < MAX_CALLERS:
                 self.callers[user_id] = key
         return key
