@@ -159,6 +159,7 @@ async def session_platform_json(request, session_id):
         return json_error(f"No session {session_id!r} in your organization.", 404)
     if refused := contents_refusal(request):  # its log lines may quote the caller
         return refused
+    await audit.arecord_read(session.organization_id, session.session_id, "api: platform", request=request)
     return StrictJsonResponse({"platform": await platform_within_page_wait(request.organization, session)})
 
 

@@ -108,6 +108,8 @@ def test_a_viewer_cannot_search_transcripts_an_operator_can(viewer_client, opera
 
 def test_an_operator_reads_and_exports_contents(operator_client, org):
     make_call(org)
+    operator_client.get("/api/sessions/call-1/platform/")  # its log lines: a read, in the audit log
+    assert AuditEntry.objects.filter(action=AuditEntry.Action.SESSION_READ, target="call-1").exists()
     assert SAID in operator_client.get("/api/sessions/call-1/").content.decode()
     assert SAID in b"".join(operator_client.get("/api/sessions/call-1/events.ndjson").streaming_content).decode()
     assert 'id="transcript"' in operator_client.get("/sessions/call-1/").content.decode()
