@@ -37,7 +37,9 @@ class ServerTimingMiddleware:
 
 # Paths whose view enforces a body limit of its own and answers it in its own words:
 # POST /v1/traces takes up to OTLP_MAX_BYTES, checked after its ingest token (rtvi_monitor/otlp.py).
+# PUT /ingest/audio/... takes up to AUDIO_MAX_CHUNK_BYTES, checked after its ingest token (rtvi_monitor/audio_views.py).
 OWN_BODY_LIMIT = ("/v1/traces",)
+OWN_BODY_LIMIT_PREFIXES = ("/ingest/audio/",)
 BODILESS_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 
 
@@ -128,7 +130,11 @@ class RequestLimitsMiddleware:
     def _refuse(self, request):
         """413 for a body over the limit found before the view runs, else None."""
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit is None or request.path_info in OWN_BODY_LIMIT:
+        if (
+            limit is None
+            or request.path_info in OWN_BODY_LIMIT
+            or request.path_info.startswith(OWN_BODY_LIMIT_PREFIXES)
+        ):
             return None
         length = _declared_length(request)
         if length is not None:

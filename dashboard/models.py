@@ -50,13 +50,47 @@ class Organization(models.Model):
         help_text="Days resolved alerts (and their deliveries) are kept.",
     )
 
-    RETENTION_FIELDS = ("keep_messages_days", "keep_sessions_days", "keep_spans_days", "keep_alerts_days")
+    keep_audio_days = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="Days an ended call's recording is kept; blank: as long as its messages.",
+    )
+    # Call audio (rtvi_monitor/audio.py): off unless the organization opts in; then for every agent, or
+    # for the ones listed (ids or names, one per line). Bots must ask for it too (RTVI_DASHBOARD_RECORD_AUDIO).
+    record_audio = models.BooleanField(default=False, help_text="Store the audio of calls whose bots record it.")
+    audio_agents = models.TextField(
+        blank=True, help_text="Only these agents' calls (ids or names, one per line); blank: every agent."
+    )
+    audio_role = models.CharField(
+        max_length=16,
+        choices=[("operator", "operators and admins"), ("admin", "admins only")],
+        default="operator",
+        help_text="Who may listen to and download recordings (every listen is in the audit log).",
+    )
+
+    RETENTION_FIELDS = (
+        "keep_messages_days",
+        "keep_sessions_days",
+        "keep_spans_days",
+        "keep_alerts_days",
+        "keep_audio_days",
+    )
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def records_audio_of(self, *agent: str) -> tuple[bool, str]:
+        """Whether calls to this agent (its id and name, either may be blank) are recorded, and why not."""
+        if not self.record_audio:
+            return False, "recording is off for this organization (Settings → Recording)"
+        listed = {line.strip() for line in self.audio_agents.replace(",", "\n").splitlines() if line.strip()}
+        if listed and not listed.intersection(a for a in agent if a):
+            return False, "recording is on only for the agents listed in Settings → Recording, not this one"
+        return True, ""
 
     @property
     def agents_api(self) -> tuple[str, str]:
@@ -401,6 +435,9 @@ class AuditEntry(models.Model):
         AUDIT_EXPORT = "audit_export", "exported the audit log"
         RETENTION_CHANGED = "retention_changed", "changed how long data is kept"
         PURGED = "purged", "purged data past its retention"
+        AUDIO_LISTEN = "audio_listen", "listened to a call's audio"
+        AUDIO_DOWNLOAD = "audio_download", "downloaded a call's audio"
+        SETTINGS_CHANGED = "settings_changed", "changed the organization's settings"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     at = models.DateTimeField(default=timezone.now)

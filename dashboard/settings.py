@@ -186,6 +186,44 @@ STATIC_ROOT = Path(os.getenv("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # production the reverse proxy serves STATIC_ROOT).
 SERVE_STATIC = envbool("SERVE_STATIC", "true" if DEBUG else "false")
 
+# Call audio (rtvi_monitor/audio.py), stored through Django's storage API under the alias "audio". By
+# default on this machine's disk, in AUDIO_ROOT; with AUDIO_S3_BUCKET set, in S3 or any S3-compatible
+# store (django-storages' S3Storage, boto3): AUDIO_S3_ENDPOINT_URL for MinIO, Ceph, R2...;
+# credentials from AUDIO_S3_ACCESS_KEY_ID / AUDIO_S3_SECRET_ACCESS_KEY, else boto3's own (AWS_* variables,
+# an instance role). Recordings are never public: they are served only through the dashboard, which
+# checks the listener's role and writes the audit log.
+AUDIO_ROOT = Path(os.getenv("AUDIO_ROOT", str(BASE_DIR / "var" / "audio")))
+if os.getenv("AUDIO_S3_BUCKET"):
+    AUDIO_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": os.environ["AUDIO_S3_BUCKET"],
+            "endpoint_url": os.getenv("AUDIO_S3_ENDPOINT_URL") or None,
+            "region_name": os.getenv("AUDIO_S3_REGION") or None,
+            "access_key": os.getenv("AUDIO_S3_ACCESS_KEY_ID") or None,
+            "secret_key": os.getenv("AUDIO_S3_SECRET_ACCESS_KEY") or None,
+            "location": os.getenv("AUDIO_S3_PREFIX", "audio"),
+            "default_acl": None,
+            "querystring_auth": True,
+            "file_overwrite": False,
+        },
+    }
+else:
+    AUDIO_STORAGE = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": AUDIO_ROOT}}
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "audio": AUDIO_STORAGE,
+}
+# AUDIO_MAX_CHUNK_BYTES: the largest chunk a bot may PUT (4 MiB: over two minutes at 16 kHz).
+AUDIO_MAX_CHUNK_BYTES = envint("AUDIO_MAX_CHUNK_BYTES", str(4 * 1024 * 1024))
+# AUDIO_VAD_AGGRESSIVENESS: webrtcvad's 0 (hears most as speech) to 3 (least).
+AUDIO_VAD_AGGRESSIVENESS = envint("AUDIO_VAD_AGGRESSIVENESS", "2")
+# AUDIO_DEAD_AIR_SECONDS: a silence of both sides at least this long is dead air.
+AUDIO_DEAD_AIR_SECONDS = envfloat("AUDIO_DEAD_AIR_SECONDS", "3.0")
+# AUDIO_LISTEN_AUDIT_SECONDS: a listener's plays of one call are one audit entry per this long.
+AUDIO_LISTEN_AUDIT_SECONDS = envint("AUDIO_LISTEN_AUDIT_SECONDS", "3600")
+
 # HTTPS hardening, on whenever DEBUG is off. SECURE_SSL_REDIRECT=false suits a
 # proxy that already redirects; SECURE_PROXY_SSL_HEADER trusts its header.
 if not DEBUG:

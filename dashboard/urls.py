@@ -44,7 +44,7 @@ urlpatterns = [
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
-    re_path(r"^(?:v1|api)/", errors.machine_not_found),
+    re_path(r"^(?:v1|api|ingest)/", errors.machine_not_found),
 ]
 
 handler404 = "dashboard.errors.not_found"

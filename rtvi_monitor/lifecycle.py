@@ -39,7 +39,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from rtvi_dashboard.wire import CLOSE_NORMAL
 
-from rtvi_monitor import cost, events, relay, writer
+from rtvi_monitor import audio, cost, events, relay, writer
 from rtvi_monitor.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
 from rtvi_monitor.models import EndKind, Event, ServerProcess, Session, storable_json, summary_fields
 from rtvi_monitor.registry import LiveSession, registry
@@ -401,6 +401,7 @@ def _store_ends(ends: list[_End], only_if_away: bool) -> list[Session | None]:
     rows = Session.objects.select_related("agent").in_bulk(
         [e.live.pk for e, done in zip(ends, ended, strict=True) if done]
     )
+    audio.settle_ended(rows.values())  # recordings beside the turns now frozen
     return [rows.get(end.live.pk) if done else None for end, done in zip(ends, ended, strict=True)]
 
 

@@ -46,6 +46,51 @@ TTFB = Histogram(
 FLUSH = Histogram(
     "rtvi_writer_flush_seconds", "Time one writer flush took (store, fold, ack, relay)", registry=REGISTRY
 )
+# Call audio (rtvi_monitor/audio.py): measured on the recording, per ended call, beside what the messages say.
+AUDIO_SECONDS = Counter(
+    "rtvi_audio_received_seconds",
+    "Seconds of call audio stored, by agent and track",
+    ["organization", "agent", "track"],
+    registry=REGISTRY,
+)
+AUDIO_VOICE_TO_VOICE = Histogram(
+    "rtvi_audio_voice_to_voice_seconds",
+    "Measured on the call's audio: the caller stops speaking to the bot's audio starting, per turn",
+    ["organization", "agent"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+AUDIO_DIFFERENCE = Histogram(
+    "rtvi_audio_latency_difference_seconds",
+    "Per turn: voice to voice measured on the audio minus the latency the bot's messages report",
+    ["organization", "agent"],
+    buckets=(-1, -0.5, -0.25, -0.1, 0, 0.1, 0.25, 0.5, 1, 2),
+    registry=REGISTRY,
+)
+AUDIO_TALK_OVER = Counter(
+    "rtvi_audio_talk_over_seconds",
+    "Seconds caller and bot spoke at once (audio)",
+    ["organization", "agent"],
+    registry=REGISTRY,
+)
+AUDIO_BARGE_INS = Counter(
+    "rtvi_audio_barge_ins",
+    "Caller speech that began while the bot spoke (audio)",
+    ["organization", "agent"],
+    registry=REGISTRY,
+)
+AUDIO_BOT_OVER_CALLER = Counter(
+    "rtvi_audio_bot_over_caller",
+    "Replies whose audio began while the caller still spoke",
+    ["organization", "agent"],
+    registry=REGISTRY,
+)
+AUDIO_DEAD_AIR = Counter(
+    "rtvi_audio_dead_air_seconds",
+    "Silences of both over AUDIO_DEAD_AIR_SECONDS (audio)",
+    ["organization", "agent"],
+    registry=REGISTRY,
+)
 BACKLOG = Gauge("rtvi_writer_backlog", "Rows waiting for the database in this process", registry=REGISTRY)
 BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process", registry=REGISTRY)
 
@@ -74,6 +119,22 @@ def record_batch(rows, turns_before: dict) -> None:
         for turn in turns.items[max(0, position - turns.dropped) :]:
             if turn["latency_ms"] is not None:
                 TURN_LATENCY.labels(str(live.organization_id), live.agent_id).observe(turn["latency_ms"] / 1000)
+
+
+def record_audio_session(session, recording) -> None:
+    """An ended call's recording, counted once (audio.settle)."""
+    labels = (str(session.organization_id), session.agent_key)
+    analysis = recording.analysis or {}
+    for turn in analysis.get("turns") or ():
+        if not turn["over_caller"]:
+            AUDIO_VOICE_TO_VOICE.labels(*labels).observe(turn["seconds"])
+    for row in recording.comparison:
+        if row.get("difference_seconds") is not None:
+            AUDIO_DIFFERENCE.labels(*labels).observe(row["difference_seconds"])
+    AUDIO_TALK_OVER.labels(*labels).inc(analysis.get("talk_over_seconds") or 0)
+    AUDIO_BARGE_INS.labels(*labels).inc(len(analysis.get("barge_ins") or ()))
+    AUDIO_BOT_OVER_CALLER.labels(*labels).inc(analysis.get("bot_over_caller") or 0)
+    AUDIO_DEAD_AIR.labels(*labels).inc(analysis.get("dead_air_seconds") or 0)
 
 
 class _OrganizationView:

@@ -9,7 +9,9 @@ call ended, each kind on its own, blank meaning "until deleted":
   turns, latency, errors, cost) stay, and `contents_purged_at` says when;
 - `keep_sessions_days`: the ended call itself, messages and all;
 - `keep_spans_days`: trace spans (by their start);
-- `keep_alerts_days`: resolved alerts and their deliveries.
+- `keep_alerts_days`: resolved alerts and their deliveries;
+- `keep_audio_days`: an ended call's recording (rtvi_monitor/audio.py), files and rows; blank: it goes
+  with the call's messages (a recording is contents), and with the call.
 
 Days may be fractions (0.25 is six hours). An agent may have its own
 (dashboard.models.AgentRetention) for its calls' messages and its calls: it
@@ -34,7 +36,7 @@ from django.utils import timezone
 
 from dashboard import audit
 from dashboard.models import Organization
-from rtvi_monitor import lifecycle
+from rtvi_monitor import audio, lifecycle
 from rtvi_monitor.alerts import acquire
 from rtvi_monitor.dbthread import RETENTION_THREAD, in_db_thread, start_once
 from rtvi_monitor.models import Alert, Event, Session, Span
@@ -111,6 +113,8 @@ def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, in
     deleted, emptied = _delete_messages(due.values_list("pk", flat=True)[:batch], batch)
     if emptied:
         _delete_spans(organization, emptied)
+        with transaction.atomic():
+            audio.delete_audio(emptied)
         Session.objects.filter(pk__in=emptied).update(state=None, transcript_text="", contents_purged_at=timezone.now())
     return deleted, len(emptied)
 
@@ -123,8 +127,27 @@ def _purge_calls(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
     if emptied:
         _delete_spans(organization, emptied)
         with transaction.atomic():
+            audio.delete_audio(emptied)
             Session.objects.filter(pk__in=emptied).delete()
     return deleted, len(emptied)
+
+
+def _purge_audio(organization, cutoff, batch: int) -> int:
+    """Recordings of calls ended before `cutoff`, at most `batch` chunks: chunks deleted (files after commit)."""
+    calls = (
+        Session.objects.filter(
+            organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff, audio__isnull=False
+        )
+        .order_by("ended_at", "pk")
+        .values_list("pk", flat=True)
+    )
+    deleted = 0
+    for pk in calls[:batch]:
+        with transaction.atomic():
+            deleted += audio.delete_audio([pk])
+        if deleted >= batch:
+            break
+    return deleted
 
 
 def purge_round(now=None, batch: int | None = None) -> dict:
@@ -142,6 +165,10 @@ def purge_round(now=None, batch: int | None = None) -> dict:
             messages, gone = _purge_calls(organization, calls, now - timedelta(days=days), batch)
             counts["messages"] += messages
             counts["calls"] += gone
+        if organization.keep_audio_days is not None:
+            counts["audio_chunks"] = _purge_audio(
+                organization, now - timedelta(days=organization.keep_audio_days), batch
+            )
         counts = {kind: n for kind, n in counts.items() if n}
         if organization.keep_spans_days is not None:
             cutoff_ns = int((now - timedelta(days=organization.keep_spans_days)).timestamp() * 1e9)

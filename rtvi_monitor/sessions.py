@@ -450,6 +450,7 @@ def erase_session(session: Session) -> dict | None:
     """
     from django.db import transaction
 
+    from rtvi_monitor import audio
     from rtvi_monitor.models import Event, Span
 
     with transaction.atomic():
@@ -460,8 +461,9 @@ def erase_session(session: Session) -> dict | None:
         spans, _ = Span.objects.filter(
             organization_id=session.organization_id, conversation_id=session.session_id
         ).delete()
+        chunks = audio.delete_audio([session.pk])  # the files once this commits
         locked.delete()
-    return {"messages": events, "spans": spans}
+    return {"messages": events, "spans": spans, **({"audio_chunks": chunks} if chunks else {})}
 
 
 def sessions_of_caller(organization, user_id: str):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rtvi_monitor import api, views
+from rtvi_monitor import api, audio_views, views
 
 urlpatterns = [
     path("sessions/", views.session_list, name="session_list"),
@@ -12,5 +12,10 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/events.ndjson", api.session_events_ndjson, name="api_session_events"),
     path("api/sessions/<str:session_id>/events/", api.session_events_page, name="api_session_events_page"),
     path("api/sessions/<str:session_id>/events/<int:seq>/", api.session_event, name="api_session_event"),
+    path("api/sessions/<str:session_id>/audio/", audio_views.session_audio, name="api_session_audio"),
+    path("api/sessions/<str:session_id>/audio/peaks/", audio_views.session_audio_peaks, name="api_session_audio_peaks"),
+    path("api/sessions/<str:session_id>/audio.wav", audio_views.session_audio_wav, name="api_session_audio_wav"),
+    path("ingest/audio/<str:session_id>/", audio_views.ingest_status, name="ingest_audio"),
+    path("ingest/audio/<str:session_id>/<str:track>/<int:index>", audio_views.ingest_chunk, name="ingest_audio_chunk"),
     path("metrics", api.prometheus, name="metrics"),
 ]

@@ -36,6 +36,18 @@ def _clear_cache():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _audio_storage(settings, tmp_path_factory):
+    """Recordings in a folder of the test run's own, never the checkout's var/audio."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "audio": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path_factory.mktemp("audio"))},
+        },
+    }
+
+
 @pytest.fixture
 def fast_retries(settings):
     settings.AGENTS_RETRY_BACKOFF = 0

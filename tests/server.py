@@ -30,6 +30,7 @@ class DaphneServer:
         self.env = {
             **os.environ,
             "SQLITE_PATH": str(self.workdir / "db.sqlite3"),
+            "AUDIO_ROOT": str(self.workdir / "audio"),
             "HOST": "127.0.0.1",
             "PORT": str(self.port),
             "PYTHONUNBUFFERED": "1",

@@ -1,0 +1,297 @@
+"""Audio over HTTP: a bot's uploads (ingest token) and what a page or script plays (members and keys).
+
+- `GET /ingest/audio/<session>/` and `PUT /ingest/audio/<session>/<track>/<index>`: docs/PROTOCOL.md, section 4.
+- `GET /api/sessions/<session>/audio/`: the recording's figures and what its audio says beside what the
+  bot's messages report (figures: every member, viewers included).
+- `GET /api/sessions/<session>/audio/peaks/?points=N`: both tracks' waveforms (listeners only).
+- `GET /api/sessions/<session>/audio.wav`: the call as stereo WAV, with range requests; `?download=1` as a
+  file (listeners only). Listening is in the audit log once an hour per listener and session; every
+  download is.
+
+Listeners: the organization's own scripts (a private API key) and members with the role its Settings →
+Recording names (operators and admins by default; never viewers, who see no call contents).
+"""
+
+import asyncio
+import math
+import re
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpResponse, StreamingHttpResponse
+
+from dashboard import audit
+from dashboard.auth import bearer_token, key_or_member_required
+from dashboard.http import StrictJsonResponse, json_error, json_methods
+from dashboard.models import Role
+from rtvi_monitor import audio, events, metrics
+from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
+
+MAX_INDEX = 999_999
+RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+WINDOW_FRAMES = 16000 * 10  # frames rendered at a time while streaming
+
+
+# The bot's side ----------------------------------------------------------------------------------------
+
+
+def _ingest_token(request):
+    token = IngestToken.objects.find(bearer_token(request))
+    if token is None:
+        return None, json_error("Send 'Authorization: Bearer <ingest token>' (the token the bot streams with).", 401)
+    return token, None
+
+
+def _session_or_wait(token, session_id: str):
+    session = Session.objects.find(token.organization, session_id)
+    if session is None:
+        response = json_error(
+            f"No session {session_id!r} in this organization yet: its messages start it. Send this chunk again later.",
+            404,
+        )
+        response["Retry-After"] = "2"
+        return None, response
+    return session, None
+
+
+@json_methods("GET")
+def ingest_status(request, session_id):
+    token, refused = _ingest_token(request)
+    if refused:
+        return refused
+    organization = token.organization
+    session = Session.objects.find(organization, session_id)
+    agent = request.GET.get("agent", "")[:200]
+    names = (agent, session.agent_key, session.agent_name) if session else (agent,)
+    record, why = organization.records_audio_of(*names)
+    stored = SessionAudio.objects.filter(session=session).first() if session else None
+    return StrictJsonResponse(
+        {
+            "record": record,
+            "why": why,
+            "max_chunk_bytes": settings.AUDIO_MAX_CHUNK_BYTES,
+            "sample_rate": stored.sample_rate if stored else None,
+            "tracks": audio.stored_runs(session) if session else {track: [] for track in audio.TRACKS},
+        }
+    )
+
+
+def _number_header(request, name: str, kind, low, high):
+    raw = request.headers.get(name, "").strip()
+    if not raw:
+        raise audio.BadChunk(f"The {name} header is missing.")
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise audio.BadChunk(f"{name}: {raw[:40]!r} is not a number.") from None
+    if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+        raise audio.BadChunk(f"{name}: {raw[:40]!r} is out of range ({low} to {high}).")
+    return value
+
+
+@json_methods("PUT")
+def ingest_chunk(request, session_id, track, index):
+    token, refused = _ingest_token(request)
+    if refused:
+        return refused
+    if track not in audio.TRACKS:
+        return json_error(f"track: {track!r} is not one of {', '.join(audio.TRACKS)}.", 400)
+    if index > MAX_INDEX:
+        return json_error(f"index: at most {MAX_INDEX}.", 400)
+    length = request.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > settings.AUDIO_MAX_CHUNK_BYTES:
+        return json_error(f"The chunk is {length} bytes; the limit is {settings.AUDIO_MAX_CHUNK_BYTES}.", 413)
+    session, refused = _session_or_wait(token, session_id)
+    if refused:
+        return refused
+    record, why = token.organization.records_audio_of(session.agent_key, session.agent_name)
+    if not record:
+        return StrictJsonResponse({"error": f"Not stored: {why}.", "why": why}, status=403)
+    if session.contents_purged_at is not None:
+        return json_error(f"Session {session_id!r}'s contents were purged; its audio is not kept.", 410)
+    try:
+        rate = _number_header(request, "X-Audio-Sample-Rate", int, audio.MIN_RATE, audio.MAX_RATE)
+        start = _number_header(request, "X-Audio-Start", float, 1e9, 1e10)
+        body = request.read(settings.AUDIO_MAX_CHUNK_BYTES + 1)
+        if len(body) > settings.AUDIO_MAX_CHUNK_BYTES:
+            return json_error(f"The chunk is over {settings.AUDIO_MAX_CHUNK_BYTES} bytes.", 413)
+        stored, new = audio.store_chunk(session, track, index, rate, start, body)
+    except audio.BadChunk as exc:
+        return json_error(str(exc), exc.status)
+    if new:
+        metrics.AUDIO_SECONDS.labels(str(session.organization_id), session.agent_key, track).inc(stored["seconds"])
+    return StrictJsonResponse({"stored": stored, **({} if new else {"duplicate": True})}, status=201 if new else 200)
+
+
+# The reader's side -------------------------------------------------------------------------------------
+
+
+def listen_refusal(request):
+    """403 JSON when this caller may not hear the organization's calls, else None."""
+    if getattr(request, "api_key", None) is not None:
+        return None
+    membership = getattr(request, "membership", None)
+    needed = request.organization.audio_role
+    if membership is None or not request.sees_contents or not membership.allows(needed):
+        role = membership.role if membership else "none"
+        return json_error(
+            f"Listening to calls needs the {needed} role in {request.organization}; yours is {role}.", 403
+        )
+    return None
+
+
+def _session(request, session_id):
+    session = Session.objects.find(request.organization, session_id)
+    if session is None:
+        return None, json_error(f"No session {session_id!r} in your organization.", 404)
+    return session, None
+
+
+def _listener(request) -> str:
+    key = getattr(request, "api_key", None)
+    return f"key:{key.pk}" if key is not None else f"user:{request.user.pk}"
+
+
+def _audit_listen(request, session) -> None:
+    """A listen is in the audit log once an hour per listener and session (a player asks for many ranges)."""
+    if cache.add(f"audio-listen:{session.pk}:{_listener(request)}", 1, settings.AUDIO_LISTEN_AUDIT_SECONDS):
+        audit.record(session.organization, audit.Action.AUDIO_LISTEN, session.session_id, request=request)
+
+
+def reported_turns(session) -> list[dict]:
+    """The turns the bot's messages report: frozen once ended, else replayed from the stored messages."""
+    state = session.state if session.state is not None else events.load_state(session.pk)[0].to_dict()
+    return list(state.get("turns") or [])
+
+
+@json_methods("GET")
+@key_or_member_required
+def session_audio(request, session_id):
+    session, refused = _session(request, session_id)
+    if refused:
+        return refused
+    recording = SessionAudio.objects.filter(session=session).first()
+    _, why = request.organization.records_audio_of(session.agent_key, session.agent_name)
+    if recording is None:
+        return StrictJsonResponse(
+            {"recorded": False, "why": why or "the bot sent no audio (it records with RTVI_DASHBOARD_RECORD_AUDIO=1)"}
+        )
+    analysis = dict(recording.analysis)
+    comparison = recording.comparison
+    if session.status == Session.Status.LIVE or not comparison:
+        comparison = audio.compare(analysis.get("turns", []), reported_turns(session))
+    listener = listen_refusal(request) is None
+    return StrictJsonResponse(
+        {
+            "recorded": True,
+            "live": session.status == Session.Status.LIVE,
+            "sample_rate": recording.sample_rate,
+            "origin": recording.origin,
+            "end": recording.end,
+            "duration": round(recording.end - recording.origin, 3),
+            "chunks": recording.chunks,
+            "stored_bytes": recording.stored_bytes,
+            "analysis": analysis,
+            "comparison": comparison,
+            "summary": audio.summary(recording, comparison),
+            "listen": listener,
+            "listen_role": request.organization.audio_role,
+        }
+    )
+
+
+@json_methods("GET")
+@key_or_member_required
+def session_audio_peaks(request, session_id):
+    session, refused = _session(request, session_id)
+    if refused or (refused := listen_refusal(request)):
+        return refused
+    recording = SessionAudio.objects.filter(session=session).first()
+    if recording is None:
+        return json_error(f"Session {session_id!r} has no audio.", 404)
+    raw = request.GET.get("points", "1000")
+    if not raw.isdigit() or not 1 <= int(raw) <= 20000:
+        return json_error("points: a whole number from 1 to 20000.", 400)
+    chunks = AudioChunk.objects.filter(session=session).only("track", "index", "start", "peaks")
+    return StrictJsonResponse({"origin": recording.origin, **audio.peaks_of(recording, chunks, int(raw))})
+
+
+def _byte_range(header: str, size: int):
+    """(first, last) bytes asked for, None for the whole, or "unsatisfiable"."""
+    match = RANGE_RE.match(header.strip()) if header else None
+    if not match or (not match[1] and not match[2]):
+        return None
+    if not match[1]:  # the last N bytes
+        n = int(match[2])
+        return (max(0, size - n), size - 1) if n else "unsatisfiable"
+    first = int(match[1])
+    last = min(int(match[2]), size - 1) if match[2] else size - 1
+    if first >= size or last < first:
+        return "unsatisfiable"
+    return first, last
+
+
+async def _wav_bytes(recording, placed, first: int, last: int):
+    """Bytes [first, last] of the session's WAV, rendered a window at a time off the event loop."""
+    header = audio.wav_header(audio.total_frames(recording), recording.sample_rate)
+    frame_bytes = audio.WAV_CHANNELS * 2
+    if first < len(header):
+        yield header[first : last + 1]
+        first = len(header)
+    while first <= last:
+        frame = (first - len(header)) // frame_bytes
+        count = min(WINDOW_FRAMES, (last - len(header)) // frame_bytes - frame + 1)
+        pcm = (await asyncio.to_thread(audio.render, placed, frame, count)).tobytes()
+        offset = (first - len(header)) - frame * frame_bytes
+        piece = pcm[offset : offset + last - first + 1]
+        if not piece:
+            break
+        yield piece
+        first += len(piece)
+
+
+@json_methods("GET", "HEAD")
+@key_or_member_required
+def session_audio_wav(request, session_id):
+    session, refused = _session(request, session_id)
+    if refused or (refused := listen_refusal(request)):
+        return refused
+    recording = SessionAudio.objects.filter(session=session).first()
+    if recording is None:
+        return json_error(f"Session {session_id!r} has no audio.", 404)
+    placed = audio.placed_chunks(
+        recording, AudioChunk.objects.filter(session=session).only("track", "index", "start", "samples", "path")
+    )
+    size = audio.WAV_HEADER_BYTES + audio.total_frames(recording) * audio.WAV_CHANNELS * 2
+    wanted = _byte_range(request.headers.get("Range", ""), size)
+    if wanted == "unsatisfiable":
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return response
+    download = request.GET.get("download") == "1"
+    if download:
+        audit.record(session.organization, audit.Action.AUDIO_DOWNLOAD, session.session_id, request=request)
+    else:
+        _audit_listen(request, session)
+    first, last = wanted or (0, size - 1)
+    if request.method == "HEAD":
+        response = HttpResponse(status=206 if wanted else 200)
+    else:
+        response = StreamingHttpResponse(_wav_bytes(recording, placed, first, last), status=206 if wanted else 200)
+    response["Content-Type"] = "audio/wav"
+    response["Accept-Ranges"] = "bytes"
+    response["Content-Length"] = str(last - first + 1)
+    response["Cache-Control"] = "private, no-store"
+    if wanted:
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    if download:
+        response["Content-Disposition"] = f'attachment; filename="{_file_name(session)}.wav"'
+    return response
+
+
+def _file_name(session) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"call-{session.session_id}")[:120]
+
+
+def listener_role_ok(membership) -> bool:  # templates: show the player
+    return membership is not None and membership.allows(membership.organization.audio_role or Role.OPERATOR)
