@@ -44,6 +44,7 @@ SECTIONS = [
     ("org_prices", "Prices"),
     ("org_retention", "Retention"),
     ("org_redaction", "Redaction"),
+    ("org_recording", "Recording"),
     ("org_erase", "Erase"),
 ]
 
@@ -531,6 +532,34 @@ def retention(request):
         {"form": form, "agent_form": agent_form, "own": organization.agent_retention.all()},
         status=status,
     )
+
+
+# --- recording ----------------------------------------------------------------------------
+
+
+class RecordingForm(forms.ModelForm):
+    class Meta:
+        model = Organization
+        fields = ("record_audio", "audio_agents", "audio_role", "keep_audio_days")
+        widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3})}
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def recording(request):
+    """Whether calls' audio is kept (off until an admin turns it on), for which agents, who may hear it, how long."""
+    organization = request.organization
+    form = RecordingForm(request.POST or None, instance=organization)
+    if request.method == "POST":
+        if form.is_valid():
+            form.save()
+            changed = {name: getattr(organization, name) for name in form.changed_data}
+            if changed:
+                _changed(request, audit.Action.SETTINGS_CHANGED, "recording", **changed)
+            messages.success(request, "Saved: bots learn it when their next call starts.")
+            return redirect("org_recording")
+        return _render(request, "recording.html", {"form": form}, status=400)
+    return _render(request, "recording.html", {"form": form})
 
 
 class EraseForm(forms.Form):

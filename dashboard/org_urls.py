@@ -12,5 +12,6 @@ urlpatterns = [
     path("prices/", org_admin.prices, name="org_prices"),
     path("retention/", org_admin.retention, name="org_retention"),
     path("redaction/", org_admin.redaction, name="org_redaction"),
+    path("recording/", org_admin.recording, name="org_recording"),
     path("erase/", org_admin.erase, name="org_erase"),
 ]

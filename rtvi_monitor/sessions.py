@@ -237,6 +237,10 @@ def agent_overview(organization, now) -> list[dict]:
     for agent_id in live:
         if str(agent_id) not in agents:  # live now, but started before the window
             entry_of(agent_id, None)
+    heard = audio_figures(organization, since)
+    for agent_id, figures in heard.items():
+        if agent_id in agents:
+            agents[agent_id]["audio"] = figures
     for entry in agents.values():
         p50s, p95s = entry.pop("_p50"), entry.pop("_p95")
         for hour, p50, p95 in zip(entry["hours"], p50s, p95s, strict=True):
@@ -248,6 +252,32 @@ def agent_overview(organization, now) -> list[dict]:
     return sorted(
         agents.values(), key=lambda e: (-e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or "")
     )
+
+
+def audio_figures(organization, since) -> dict[str, dict]:
+    """Per agent, over the recorded calls that ended since `since`: what the audio says of turn latency,
+    beside what the same calls' messages report (medians of the calls' medians, rtvi_monitor/audio.py)."""
+    from statistics import median
+
+    from rtvi_monitor.models import SessionAudio
+
+    rows = SessionAudio.objects.filter(
+        session__organization=organization, session__started_at__gte=since, voice_to_voice_p50__isnull=False
+    ).values_list("session__agent_key", "voice_to_voice_p50", "reported_p50", "difference_p50")
+    by_agent: dict[str, list] = {}
+    for agent_key, *figures in rows:
+        by_agent.setdefault(str(agent_key), []).append(figures)
+    out = {}
+    for agent_key, calls in by_agent.items():
+        columns = [[v for v in column if v is not None] for column in zip(*calls, strict=True)]
+        out[agent_key] = {
+            "calls": len(calls),
+            **{
+                name: round(median(values), 3) if values else None
+                for name, values in zip(("voice_to_voice_p50", "reported_p50", "difference_p50"), columns, strict=True)
+            },
+        }
+    return out
 
 
 # How dead an agent is, worst first: the Overview sorts by it before anything else.

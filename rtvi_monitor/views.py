@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import member_required
+from dashboard.models import Role
 from rtvi_monitor.models import Session
 from rtvi_monitor.sessions import BadFilter, filter_sessions
 
@@ -125,6 +126,14 @@ def session_detail(request, session_id):
         # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
         return render(request, "rtvi_monitor/session_figures.html", {"session": session})
     audit.record_read(session.organization, session.session_id, "page", request=request)
+    # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
+    # listeners', the role Settings → Recording names (rtvi_monitor/audio_views.py listen_refusal decides
+    # the same for the API). A page without the URLs has no player and asks for no audio.
+    sid = session.session_id
+    audio = {"url": reverse("api_session_audio", args=[sid])}
+    if request.sees_contents and request.membership.allows(request.organization.audio_role or Role.OPERATOR):
+        audio["peaks_url"] = reverse("api_session_audio_peaks", args=[sid])
+        audio["wav_url"] = reverse("api_session_audio_wav", args=[sid])
     return render(
         request,
         "rtvi_monitor/session_detail.html",
@@ -135,6 +144,7 @@ def session_detail(request, session_id):
                 "ws": f"/ws/sessions/{session.session_id}/",
                 "events_url": reverse("api_session_events", args=[session.session_id]),
                 "state_url": reverse("api_session_detail", args=[session.session_id]),
+                "audio": audio,
             },
         },
     )

@@ -141,6 +141,9 @@ def test_changing_retention_in_the_admin_is_audited(client, org, django_user_mod
             "keep_sessions_days": "",
             "keep_spans_days": "",
             "keep_alerts_days": "",
+            "keep_audio_days": "",
+            "audio_agents": "",
+            "audio_role": "operator",
         },
     )
     assert response.status_code == 302, response.content[:3000]

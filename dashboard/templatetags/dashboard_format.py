@@ -49,3 +49,13 @@ def webhook_host(url: str) -> str:
     from rtvi_monitor.models import webhook_host as host
 
     return host(url)
+
+
+@register.filter
+def signed_seconds(value) -> str:
+    """A difference in seconds with its sign: "+0.24 s", "−0.10 s", "±0.00 s"; "—" for None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return UNKNOWN
+    if round(value, 2) == 0:
+        return "±0.00 s"
+    return f"{'+' if value > 0 else '−'}{abs(value):.2f} s"
