@@ -314,10 +314,7 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
             audio.chunks += 1
             audio.stored_bytes += len(data)
             audio.seconds += len(samples) / rate
-            audio.analysis = analysis_of(session)
-            audio.save()
-        if session.status == session.Status.ENDED:  # a chunk that came after the call ended
-            settle(session, list((session.state or {}).get("turns") or []))
+            audio.save(update_fields=["origin", "end", "chunks", "stored_bytes", "seconds", "updated_at"])
     except IntegrityError:  # a concurrent upload of the same chunk got there first
         storage().delete(name)
         existing = AudioChunk.objects.filter(session=session, track=track, index=index).first()
@@ -329,6 +326,12 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
     except BaseException:
         storage().delete(name)
         raise
+    # The analysis is made again from every chunk after the write, not in it: a database with one writer
+    # (SQLite) is not held while it is made. Two chunks storing at once may leave the one written first for a
+    # moment; the next chunk, and the session's end (settle), make it from all of them again.
+    SessionAudio.objects.filter(session=session).update(analysis=analysis_of(session))
+    if session.status == session.Status.ENDED:  # a chunk that came after the call ended
+        settle(session, list((session.state or {}).get("turns") or []))
     return stored, True
 
 
@@ -471,6 +474,7 @@ def settle(session, reported: list[dict]) -> None:
         if recording is None:
             return
         first = not recording.comparison
+        recording.analysis = analysis_of(session)  # from every chunk stored, whatever raced before
         recording.comparison = compare(recording.analysis.get("turns", []), reported)
         figures = summary(recording, recording.comparison)
         recording.voice_to_voice_p50 = figures["voice_to_voice_p50"]
