@@ -221,6 +221,9 @@ AUDIO_MAX_CHUNK_BYTES = envint("AUDIO_MAX_CHUNK_BYTES", str(4 * 1024 * 1024))
 AUDIO_VAD_AGGRESSIVENESS = envint("AUDIO_VAD_AGGRESSIVENESS", "2")
 # AUDIO_DEAD_AIR_SECONDS: a silence of both sides at least this long is dead air.
 AUDIO_DEAD_AIR_SECONDS = envfloat("AUDIO_DEAD_AIR_SECONDS", "3.0")
+# AUDIO_RANGE_MAX_BYTES: the most one range request of the call's WAV answers (8 MiB: 65 s of 16 kHz stereo);
+# a player asks for the rest as it plays.
+AUDIO_RANGE_MAX_BYTES = envint("AUDIO_RANGE_MAX_BYTES", str(8 * 1024 * 1024))
 # AUDIO_LISTEN_AUDIT_SECONDS: a listener's plays of one call are one audit entry per this long.
 AUDIO_LISTEN_AUDIT_SECONDS = envint("AUDIO_LISTEN_AUDIT_SECONDS", "3600")
 

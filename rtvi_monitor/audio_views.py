@@ -274,6 +274,10 @@ def session_audio_wav(request, session_id):
     else:
         _audit_listen(request, session)
     first, last = wanted or (0, size - 1)
+    if wanted and last - first + 1 > settings.AUDIO_RANGE_MAX_BYTES:
+        # A player asks for "bytes=N-": it gets the next AUDIO_RANGE_MAX_BYTES and asks again as it plays.
+        # daphne buffers what a slow listener has not read yet, so an hour's WAV is never rendered at once.
+        last = first + settings.AUDIO_RANGE_MAX_BYTES - 1
     if request.method == "HEAD":
         response = HttpResponse(status=206 if wanted else 200)
     else:

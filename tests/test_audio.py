@@ -208,7 +208,7 @@ def test_the_messages_latency_is_shown_beside_the_audios(token, call, api_key):
     assert body["summary"]["barge_ins"] == 1 and body["recorded"] is True and body["listen"] is True
 
 
-def test_the_wav_is_both_tracks_on_one_clock_with_gaps_silent_and_ranges(token, call, api_key):
+def test_the_wav_is_both_tracks_on_one_clock_with_gaps_silent_and_ranges(token, call, api_key, settings):
     words = speak("Your order ships tomorrow.")
     put(token, "call-1", "user", 0, words, start=T0)
     put(token, "call-1", "bot", 0, words, start=T0 + 2.0)  # the bot's track begins 2 s later
@@ -229,6 +229,10 @@ def test_the_wav_is_both_tracks_on_one_clock_with_gaps_silent_and_ranges(token, 
     part = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE="bytes=1000-1999", **auth)
     assert part.status_code == 206 and part["Content-Range"] == f"bytes 1000-1999/{len(data)}"
     assert content(part) == data[1000:2000]
+    settings.AUDIO_RANGE_MAX_BYTES = 5000  # a player's "bytes=N-" gets at most this much, then asks again
+    open_ended = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE="bytes=100-", **auth)
+    assert open_ended.status_code == 206 and open_ended["Content-Range"] == f"bytes 100-5099/{len(data)}"
+    assert content(open_ended) == data[100:5100]
     tail = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE="bytes=-10", **auth)
     assert content(tail) == data[-10:]
     beyond = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=f"bytes={len(data)}-", **auth)
