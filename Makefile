@@ -38,7 +38,7 @@ run: $(VENV)/.installed
 	@echo
 	@echo "  A demo bot streams live sessions into it (log: var/demo-bot.log). Ctrl-C stops both."
 	@echo
-	@$(BIN)/python manage.py demo_bot --token "$$(sed -n 's/^Ingest token: //p' var/seed.out)" > var/demo-bot.log 2>&1 & bot=$$!; \
+	@$(BIN)/python manage.py demo_bot --record-audio --token "$$(sed -n 's/^Ingest token: //p' var/seed.out)" > var/demo-bot.log 2>&1 & bot=$$!; \
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
 

@@ -5,9 +5,11 @@
 // Everything a bot or a client sent is written with textContent.
 //
 // Parts: session_view.js (pure: what each view shows), timeline.js (the canvas), message_log.js
-// (the paged log). This module holds the socket, the model, the timeline's window and the cursor
-// that links the timeline, the transcript, the charts and the log.
+// (the paged log), audio_player.js (the call's recording). This module holds the socket, the model,
+// the timeline's window and the cursor that links the timeline, the transcript, the charts, the log
+// and the audio's playhead.
 import uPlot from "../vendor/uplot/uPlot.esm.js";
+import { createAudioPlayer } from "./audio_player.js";
 import {
   countsText,
   fatalText,
@@ -72,7 +74,7 @@ const page = {
   offlineSince: null, // epoch seconds the page lost the server; null while it has it
   view: null, // the timeline's chosen window (session_view.viewWindow); null: the default for the session
   shown: null, // {from, to}: what the timeline and the time charts show
-  cursor: null, // {at, seq?, from}: the moment the timeline, transcript, charts and log point at
+  cursor: null, // {at, seq?, from}: the moment the timeline, transcript, charts, log and audio point at
 };
 window.rtviSession = page; // for the browser tests and the curious
 
@@ -244,15 +246,25 @@ function renderTranscript(state) {
   markTranscript(false);
 }
 
+let cursorLine = null; // the time of the transcript line at the cursor, the last it was marked
+
 function markTranscript(scroll) {
   const list = $("transcript");
   for (const li of list.querySelectorAll("li.cursor")) li.classList.remove("cursor");
-  if (!page.cursor) return;
+  if (!page.cursor) {
+    cursorLine = null;
+    return;
+  }
   const index = indexAt(lines, page.cursor.at, (line) => line[0]);
   if (index < 0) return;
   const li = lines[index][1];
   li.classList.add("cursor");
-  if (scroll) list.scrollTop += li.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientHeight / 3;
+  // Following the audio, the list scrolls when the playhead reaches another line, not ten times a second.
+  const another = cursorLine !== lines[index][0];
+  cursorLine = lines[index][0];
+  if (scroll && (another || page.cursor.from !== "audio")) {
+    list.scrollTop += li.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientHeight / 3;
+  }
 }
 
 // --- charts ----------------------------------------------------------------------------
@@ -399,8 +411,14 @@ function setView(view) {
   schedule();
 }
 
+/**
+ * The one way the cursor moves. Placed by the operator (the timeline, a transcript line, a message), it
+ * takes the audio's playhead with it, and a transcript line plays from there; placed by the playing audio
+ * (`from: "audio"`), it only follows.
+ */
 function setCursor(cursor) {
   page.cursor = cursor;
+  if (cursor && cursor.from !== "audio") audio.seekTo(cursor.at, { play: cursor.from === "transcript" });
   schedule("cursor");
 }
 
@@ -441,7 +459,27 @@ function applyCursor() {
     if (shown !== page.shown) page.view = { follow: false, ...shown };
   }
   markTranscript(cursor.from !== "transcript");
-  messageLog.show(cursor.at, { seq: cursor.seq, anchor: anchorSeq(cursor.at), scroll: cursor.from !== "log" });
+  showInLog();
+}
+
+// The log is shown the cursor one request at a time: a cursor that moves meanwhile (the audio's, ten
+// times a second) is shown once the page on its way has come, at wherever it is by then.
+let logShowing = null;
+let logAgain = false;
+
+function showInLog() {
+  if (logShowing) {
+    logAgain = true;
+    return;
+  }
+  const cursor = page.cursor;
+  if (!cursor) return;
+  logShowing = messageLog.show(cursor.at, { seq: cursor.seq, anchor: anchorSeq(cursor.at), scroll: cursor.from !== "log" }).finally(() => {
+    logShowing = null;
+    if (!page.cursor) messageLog.unmark();
+    else if (logAgain) showInLog();
+    logAgain = false;
+  });
 }
 
 // --- the message log ------------------------------------------------------------------
@@ -452,6 +490,16 @@ const messageLog = createMessageLog({
   tail: () => page.log,
   pick: (event) => setCursor({ at: eventTime(event), seq: event.seq, from: "log" }),
 });
+
+// --- the audio --------------------------------------------------------------------------
+
+const audio = createAudioPlayer({
+  urls: config.audio || { url: `${config.state_url}audio/` },
+  live: () => (page.model || page.session ? isLive(page.model?.state ?? null) : null),
+  follow: (at) => setCursor({ at, from: "audio" }),
+  turnStart: (index) => (page.model?.state.turns || []).find((turn) => turn.index === index)?.user_stopped_at ?? null,
+});
+window.rtviAudio = audio; // for the browser tests and the curious
 
 // --- drawing ---------------------------------------------------------------------------
 

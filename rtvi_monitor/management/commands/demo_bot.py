@@ -32,8 +32,14 @@ class Command(BaseCommand):
         parser.add_argument("--speed", type=float, default=1.0, help="Faster than real time when > 1")
         parser.add_argument("--scenario", choices=list(SCENARIOS), help="Play only this scenario (default: a mix)")
         parser.add_argument("--seed", type=int, help="Make the run reproducible (session ids aside)")
+        parser.add_argument(
+            "--record-audio",
+            action="store_true",
+            help="Also upload each call's audio (espeak-ng's speech) when the organization records calls",
+        )
 
     def handle(self, *args, url, token, org, agent, sessions, concurrent, speed, scenario, seed, **options):
+        record_audio = options["record_audio"]
         agents: list[tuple[str, str | None]] = []  # (id, name)
         organization = None
         if token:
@@ -50,14 +56,14 @@ class Command(BaseCommand):
         if agent:
             agents = [a for a in agents if a[0] == agent] or [(agent, None)]
         self.stdout.write(f"Demo bot streaming to {url} ({'forever' if not sessions else f'{sessions} sessions'})")
-        asyncio.run(self.play(url, token, agents, sessions, concurrent, speed, scenario, seed))
+        asyncio.run(self.play(url, token, agents, sessions, concurrent, speed, scenario, seed, record_audio))
 
-    async def play(self, url, token, agents, sessions, concurrent, speed, scenario, seed):
+    async def play(self, url, token, agents, sessions, concurrent, speed, scenario, seed, record_audio=False):
         played = 0
 
         async def worker(n):
             nonlocal played
-            bot = DemoBot(url, token, speed=speed, seed=None if seed is None else seed + n)
+            bot = DemoBot(url, token, speed=speed, seed=None if seed is None else seed + n, record_audio=record_audio)
             while not sessions or played < sessions:
                 played += 1
                 bot.agent_id, bot.agent_name = bot.random.choice(agents) if agents else (None, None)

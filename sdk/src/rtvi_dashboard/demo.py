@@ -15,17 +15,36 @@ The messages are those of a current Pipecat (1.14) bot, in its order
 dashboard only through `DashboardClient`, the public ingest socket. A seed
 makes a bot's sessions reproducible: the same messages, but for their
 wall-clock timestamps and the session ids.
+
+`DemoBot(record_audio=True)` also records its calls, as a real bot with
+RTVI_DASHBOARD_RECORD_AUDIO=1 does, through the public audio endpoint
+(`AudioUploader`), when the dashboard's organization records calls: the
+caller's and the bot's lines spoken by espeak-ng in two voices, at 16 kHz. The
+audio follows the messages: the caller's speech lies between its
+user-started-speaking and user-stopped-speaking, the bot's between
+bot-started-speaking and bot-stopped-speaking (a line is cut where the
+messages say its speaker stopped: a barge-in, a bot that vanished), silence
+elsewhere; while audio is on, a turn's pace follows its speech. Chunks of
+5 s go up as the call runs, each stamped with the wall-clock time of its
+first sample. Phrases are synthesized once per process. Without espeak-ng
+on PATH the bot says so once in its log and uploads no audio.
 """
 
 import asyncio
 import logging
 import random
+import shutil
+import subprocess
+import sys
+import time
 import uuid
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rtvi_dashboard import DashboardClient
+from rtvi_dashboard.audio import AudioUploader, chunk_seconds_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -344,12 +363,152 @@ def token_count(text: str) -> int:
     return max(1, round(len(text.split()) * 1.3))
 
 
+# --- the calls' audio ------------------------------------------------------------------------
+
+AUDIO_RATE = 16000
+VOICES = {"user": "en-us+f3", "bot": "en-gb+m3"}  # espeak-ng voices: the caller's, the bot's
+SENTENCE_GAP = 0.25  # seconds of silence between the bot's sentences
+LOUD = 300  # espeak's leading and trailing samples quieter than this are trimmed
+MAX_PHRASES = 1000  # synthesized lines kept (the scripts have a few hundred)
+
+
+class Voices:
+    """espeak-ng speaking the scripts' lines: 16 kHz s16 mono samples, each line synthesized once."""
+
+    def __init__(self):
+        self.espeak = shutil.which("espeak-ng")
+        self.phrases: dict[tuple[str, str], array] = {}
+        self.said_missing = False
+
+    def available(self) -> bool:
+        if self.espeak is None and not self.said_missing:
+            self.said_missing = True
+            logger.warning("espeak-ng is not on PATH: the demo bot records no audio (apt-get install espeak-ng)")
+        return self.espeak is not None
+
+    async def say(self, track: str, text: str) -> array | None:
+        """The line in the track's voice; None when espeak-ng failed (logged; the line is then silent)."""
+        key = (VOICES[track], text)
+        if key not in self.phrases:
+            try:
+                samples = await asyncio.to_thread(self._synthesize, key[0], text)
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                logger.warning("espeak-ng could not say %r: %s", text, exc)
+                return None
+            if len(self.phrases) >= MAX_PHRASES:
+                self.phrases.clear()
+            self.phrases[key] = samples
+        return self.phrases[key] or None
+
+    def _synthesize(self, voice: str, text: str) -> array:
+        wav = subprocess.run(
+            [self.espeak, "-v", voice, "-s", "165", "--stdout", text], capture_output=True, check=True, timeout=30
+        ).stdout
+        # espeak-ng writes a WAV (16-bit mono at 22050 Hz) whose header's sizes are unset when piped: the rate
+        # is read from the header, the samples are whatever follows "data".
+        rate = int.from_bytes(wav[24:28], "little")
+        start = wav.index(b"data") + 8
+        samples = array("h", wav[start : start + (len(wav) - start) // 2 * 2])
+        if sys.byteorder == "big":
+            samples.byteswap()
+        loud = [i for i, x in enumerate(samples) if abs(x) > LOUD]
+        if loud:
+            samples = samples[loud[0] : loud[-1] + 1]
+        return resample(samples, rate, AUDIO_RATE)
+
+
+def resample(samples: array, source: int, target: int) -> array:
+    """Linear interpolation from one rate to another (speech from 22.05 to 16 kHz; no numpy in this package)."""
+    if source == target or not samples:
+        return array("h", samples)
+    count = len(samples) * target // source
+    step, last = source / target, len(samples) - 1
+    out = array("h", bytes(2 * count))
+    for i in range(count):
+        position = i * step
+        j = int(position)
+        a = samples[j]
+        b = samples[j + 1] if j < last else a
+        out[i] = int(a + (b - a) * (position - j))
+    return out
+
+
+VOICE = Voices()  # one per process: the phrases are shared by every bot and session
+
+
+class Tape:
+    """A call's two tracks on the wall clock, cut into chunks and handed to an uploader as the call runs.
+
+    A line is placed at the wall-clock time its speaker started (`place`) and
+    cut where they stopped (`cut`); the rest is silence. Every `chunk_seconds`
+    the chunk that has just ended goes to the uploader, stamped with the time
+    of its first sample; `finish` sends what is left. A line is placed and
+    cut at the time it is said, and a chunk is cut only once its time has
+    passed, so nothing is placed or cut in a chunk already sent.
+    """
+
+    def __init__(self, uploader: AudioUploader, chunk_seconds: float | None = None):
+        self.uploader = uploader
+        self.chunk = max(1, round(chunk_seconds_from_env(chunk_seconds) * AUDIO_RATE))  # samples
+        self.origin = time.time()
+        self.lines: dict[str, list[list]] = {"user": [], "bot": []}  # [first sample, samples, end sample]
+        self.sent = 0  # samples handed over, per track
+        self._pump = asyncio.get_running_loop().create_task(self._run())
+
+    def position(self, at: float) -> int:
+        return max(self.sent, round((at - self.origin) * AUDIO_RATE))
+
+    def place(self, track: str, samples: array, at: float | None = None) -> None:
+        first = self.position(time.time() if at is None else at)
+        self.lines[track].append([first, samples, first + len(samples)])
+
+    def cut(self, track: str, at: float | None = None) -> None:
+        """The speaker stopped: nothing of theirs sounds after this."""
+        end = self.position(time.time() if at is None else at)
+        for line in self.lines[track]:
+            line[2] = min(line[2], max(line[0], end))
+
+    async def _run(self) -> None:
+        while True:
+            due = self.origin + (self.sent + self.chunk) / AUDIO_RATE
+            await asyncio.sleep(max(0.0, due - time.time()))
+            self._send(self.chunk)
+
+    def _send(self, count: int) -> None:
+        first, last = self.sent, self.sent + count
+        for track, lines in self.lines.items():
+            pcm = array("h", bytes(2 * count))
+            for start, samples, end in lines:
+                a, b = max(start, first), min(end, last)
+                if a < b:
+                    pcm[a - first : b - first] = samples[a - start : b - start]
+            if sys.byteorder == "big":
+                pcm.byteswap()
+            self.uploader.submit(track, pcm.tobytes(), AUDIO_RATE, self.origin + first / AUDIO_RATE)
+            self.lines[track] = [line for line in lines if line[2] > last]
+        self.sent = last
+
+    async def finish(self) -> None:
+        """The call is over: the last, partial chunk goes too."""
+        self._pump.cancel()
+        try:
+            await self._pump
+        except asyncio.CancelledError:
+            pass
+        end = self.position(time.time())
+        if end > self.sent:
+            self._send(end - self.sent)
+
+
 class DemoBot:
     """Plays sessions through a DashboardClient. `speed` > 1 plays faster than real time.
 
     `agent_id` and `agent_name` may change between sessions (the demo command
     deals its sessions among an organization's agents); the name picks the
     agent's persona (PERSONAS), any other name the default one.
+    `record_audio`: also upload each call's audio (espeak-ng's speech) when
+    the dashboard's organization records calls; audio is laid on the wall
+    clock, so it fits the messages at `speed` 1 (faster, lines are cut short).
     """
 
     def __init__(
@@ -360,10 +519,12 @@ class DemoBot:
         speed: float = 1.0,
         seed: int | None = None,
         agent_name: str | None = None,
+        record_audio: bool = False,
     ):
         self.url, self.token, self.agent_id, self.speed = url, token, agent_id, speed
         self.agent_name = agent_name
         self.random = random.Random(seed)
+        self.record_audio = record_audio
 
     async def session(self, turns: int | None = None, *, scenario: str | None = None, script: str | None = None) -> str:
         """Play one session; returns its id.
@@ -385,14 +546,30 @@ class DemoBot:
         logger.info("%s: %s plays %s, %s", session_id, self.agent_name or "an unknown agent", chosen.name, scenario)
         client = DashboardClient(self.url, self.token, session_id, self.agent_id)
         client.start()
-        call = _Call(client.send, self.random, self.speed, persona, chosen, scenario)
+        tape = await self.tape(session_id)
+        call = _Call(client.send, self.random, self.speed, persona, chosen, scenario, tape)
         goodbye = await call.play(turns or len(chosen.turns))
         if goodbye:
             client.send(rtvi("disconnect-bot"), "from-client")  # the caller hangs up
         # A bot that went mid-sentence did not finish: it goes away (1001), and the dashboard counts it
         # as vanished once its grace runs out. A fatal error ended the session already.
-        await client.close(timeout=10, finished=goodbye or scenario != "abrupt")
+        closing = [client.close(timeout=10, finished=goodbye or scenario != "abrupt")]
+        if tape is not None:
+            tape.cut("user")
+            tape.cut("bot")
+            await tape.finish()
+            closing.append(tape.uploader.close(timeout=10))
+        await asyncio.gather(*closing)
         return session_id
+
+    async def tape(self, session_id: str) -> "Tape | None":
+        """The call's recording, when asked for, espeak-ng is there and the dashboard records this session."""
+        if not self.record_audio or not VOICE.available():
+            return None
+        uploader = AudioUploader(self.url, self.token, session_id, self.agent_id)
+        if await uploader.check() is False:  # None (no answer yet): recorded, the uploader asks again
+            return None
+        return Tape(uploader)
 
 
 class _Call:
@@ -406,15 +583,21 @@ class _Call:
         persona: Persona,
         script: Script,
         scenario: str,
+        tape: Tape | None = None,
     ):
         self.send, self.random, self.speed = send, rng, speed
         self.persona, self.script, self.scenario = persona, script, scenario
+        self.tape = tape  # the call's audio, when it is recorded
         self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
         self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
 
-    async def pause(self, seconds: float) -> None:
-        """Wait about this long, as people and networks do."""
-        await asyncio.sleep(seconds * self.random.uniform(0.8, 1.2) / self.speed)
+    async def pause(self, seconds: float, exactly: float | None = None) -> None:
+        """Wait about this long, as people and networks do; `exactly` as long as a line's audio takes.
+
+        The random draw is made either way, so that a seed plays the same call with audio or without.
+        """
+        factor = self.random.uniform(0.8, 1.2)
+        await asyncio.sleep((seconds * factor if exactly is None else exactly) / self.speed)
 
     async def wait(self, seconds: float) -> None:
         """Wait exactly this long: a duration the bot reports in a metric."""
@@ -495,15 +678,21 @@ class _Call:
         Pipecat sends bot-interrupted at every user turn start; when the user
         barges in, the bot stops speaking only then.
         """
+        speech = await self.tape_line("user", text)
         self.send(rtvi("user-started-speaking"))
+        self.hear("user", speech)
         self.send(rtvi("bot-interrupted"))
         if barging_in:
             self.send(rtvi("bot-stopped-speaking"))
+            self.silence("bot")
         words = text.split()
-        for i in range(2, len(words), 2):
-            await self.pause(0.6)
+        partials = range(2, len(words), 2)
+        # With audio, the partial transcripts come as the line is heard, and the final as it ends.
+        share = None if speech is None else len(speech) / AUDIO_RATE / (0.6 * len(partials) + 0.5)
+        for i in partials:
+            await self.pause(0.6, None if share is None else 0.6 * share)
             self.transcription(" ".join(words[:i]).lower(), final=False)
-        await self.pause(0.5)
+        await self.pause(0.5, None if share is None else 0.5 * share)
         self.transcription(text, final=True)
         stt = self.persona.stt
         self.send(metric("ttfb", stt, self.random.uniform(0.08, 0.2)))
@@ -511,7 +700,22 @@ class _Call:
         self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": audio_seconds}}]}))  # fmt: skip # noqa: E501
         self.send(rtvi("user-llm-text", {"text": text}))
         self.send(rtvi("user-stopped-speaking"))
+        self.silence("user")
         self.context_tokens += token_count(text)
+
+    async def tape_line(self, track: str, text: str) -> array | None:
+        """A line's speech, when the call is recorded."""
+        return None if self.tape is None else await VOICE.say(track, text)
+
+    def hear(self, track: str, speech: array | None) -> None:
+        """The line's speech starts now (the message that says so was just sent)."""
+        if self.tape is not None and speech:
+            self.tape.place(track, speech)
+
+    def silence(self, track: str) -> None:
+        """The speaker stopped now: whatever was left of their line is not heard."""
+        if self.tape is not None:
+            self.tape.cut(track)
 
     def transcription(self, text: str, final: bool) -> None:
         """Pipecat sends each transcription twice: as user-input, then as user-transcription."""
@@ -537,13 +741,15 @@ class _Call:
         # The LLM streams on while the TTS starts on the first sentence.
         tokens = [word if i == 0 else f" {word}" for i, word in enumerate(" ".join(reply).split(" "))]
         first_sentence = len(reply[0].split(" "))
+        speech = [await self.tape_line("bot", sentence) for sentence in reply] if self.tape is not None else None
+        speech = speech if speech and all(speech) else None
         for i, token in enumerate(tokens, 1):
             self.send(rtvi("bot-llm-text", {"text": token}))
             await self.pause(0.025)
             if i == first_sentence:
-                await self.start_speaking()
+                await self.start_speaking(speech)
         self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
-        return await self.speak(reply, stop)
+        return await self.speak(reply, stop, speech)
 
     async def call_function(self, function: Function, ttfb: float, failing: bool) -> float:
         """The LLM asks for a function; the bot runs it and asks the LLM again. Returns that second time to first byte.
@@ -582,15 +788,24 @@ class _Call:
         self.send(rtvi("bot-llm-stopped"))
         self.context_tokens += completion_tokens
 
-    async def start_speaking(self) -> None:
+    async def start_speaking(self, speech: list[array] | None = None) -> None:
         tts, ttfb = self.persona.tts, self.random.uniform(0.1, 0.3)
         self.send(rtvi("bot-tts-started"))
         await self.wait(ttfb)
         self.send(metric("ttfb", tts, ttfb))
         self.send(rtvi("bot-started-speaking"))
+        if speech:
+            gap = array("h", bytes(2 * round(SENTENCE_GAP * AUDIO_RATE)))
+            reply = array("h")
+            for k, sentence in enumerate(speech):
+                reply.extend(sentence if k == len(speech) - 1 else sentence + gap)
+            self.hear("bot", reply)
 
-    async def speak(self, sentences: tuple[str, ...], stop: int | None) -> bool:
-        """The bot says the sentences word by word (a word-timestamp TTS); False when cut off at word `stop`."""
+    async def speak(self, sentences: tuple[str, ...], stop: int | None, speech: list[array] | None = None) -> bool:
+        """The bot says the sentences word by word (a word-timestamp TTS); False when cut off at word `stop`.
+
+        With audio, each word takes its share of its sentence's speech (and the last, the pause after it).
+        """
         tts = self.persona.tts
         said = 0
         for k, sentence in enumerate(sentences):
@@ -600,6 +815,9 @@ class _Call:
                 self.send(metric("ttfb", tts, self.random.uniform(0.08, 0.2)))
             self.send(metric("characters", tts, len(sentence)))
             words = sentence.split(" ")
+            seconds = None
+            if speech:
+                seconds = len(speech[k]) / AUDIO_RATE + (SENTENCE_GAP if k < len(sentences) - 1 else 0)
             for w, word in enumerate(words, 1):
                 if said == stop:
                     return False
@@ -611,9 +829,10 @@ class _Call:
                     self.send(self.bot_output(sentence, "completed", sentence))
                 else:
                     self.send(self.bot_output(sentence, "in-progress", " ".join(words[:w])))
-                await self.pause(0.28)
+                await self.pause(0.28, None if seconds is None else seconds / len(words))
             self.send(metric("processing", tts, self.random.uniform(0.15, 0.4)))
         self.send(rtvi("bot-stopped-speaking"))
+        self.silence("bot")
         return True
 
     def bot_output(self, sentence: str, status: str, spoken: str = "") -> dict:

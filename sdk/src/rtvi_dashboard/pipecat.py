@@ -22,13 +22,26 @@ The bot's log lines (Pipecat's loguru logger) can go to the dashboard too,
 for the agents API's logs endpoint: `DashboardRTVIProcessor(forward_logs=True)`
 (INFO and above) or a level (`forward_logs="DEBUG"`), or with no code change
 RTVI_DASHBOARD_FORWARD_LOGS=INFO (rtvi_dashboard/logs.py says how they go).
+
+The call's audio too, when the dashboard's organization records calls:
+`DashboardRTVIProcessor(record_audio=True)`, or RTVI_DASHBOARD_RECORD_AUDIO=1
+(off by default). The processor then makes a DashboardAudioRecorder for its
+session (`rtvi.recorder`) and places it right after the pipeline's output
+transport when the worker sets its pipeline up (`place_recorder`); a bot may
+place `rtvi.recorder` itself, after `transport.output()`, and it is left where
+it is (rtvi_dashboard/audio.py says what is uploaded and how it is stamped).
 """
 
 import logging
 import os
 import uuid
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.processors.frameworks.rtvi import RTVIProcessor
+from pipecat.transports.base_output import BaseOutputTransport
+from rtvi_dashboard.audio import DashboardAudioRecorder, record_audio_from_env
 from rtvi_dashboard.client import DashboardClient
 from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
 
@@ -82,6 +95,53 @@ def forward_logs_level(forward_logs: bool | int | str | None = None) -> int | No
     return level_number(forward_logs)
 
 
+def recorder_for(client: DashboardClient, **options) -> DashboardAudioRecorder:
+    """A DashboardAudioRecorder for the client's session: its dashboard, token, session and agent."""
+    parts = urlsplit(client.url)
+    path = parts.path.rsplit("/ws/ingest/", 1)[0]
+    agent = parse_qs(parts.query).get("agent", [None])[0]
+    base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return DashboardAudioRecorder(dashboard_url=base, token=client.token, session_id=client.session_id, agent_id=agent, **options)  # fmt: skip # noqa: E501
+
+
+def _contains(processor: FrameProcessor, wanted: FrameProcessor) -> bool:
+    return any(p is wanted or _contains(p, wanted) for p in processor.processors)
+
+
+def _find_output(processor: FrameProcessor) -> tuple[Pipeline, int] | None:
+    """The first output transport in the pipeline's tree: the Pipeline that holds it, and where."""
+    for position, child in enumerate(processor.processors):
+        if isinstance(child, BaseOutputTransport) and isinstance(processor, Pipeline):
+            return processor, position
+        found = _find_output(child)
+        if found is not None:
+            return found
+    return None
+
+
+def place_recorder(worker, recorder: FrameProcessor) -> bool:
+    """Put the recorder right after the worker's output transport, before the pipeline is set up.
+
+    Searches the worker's pipeline (nested Pipelines too) for the first
+    BaseOutputTransport, inserts the recorder after it in the Pipeline that
+    holds it, and links that Pipeline again. A recorder already in the
+    pipeline (a bot that placed it after transport.output() itself) stays
+    where it is. Returns whether the recorder is in the pipeline: False, with a
+    log line, when the pipeline has no output transport (nothing is recorded).
+    """
+    pipeline = worker.pipeline
+    if _contains(pipeline, recorder):
+        return True
+    found = _find_output(pipeline)
+    if found is None:
+        logger.warning("rtvi_dashboard: this pipeline has no output transport; the call's audio is not recorded")
+        return False
+    holder, position = found
+    holder._processors.insert(position + 1, recorder)
+    holder._link_processors()
+    return True
+
+
 def _forward_logs(client: DashboardClient, level: int | None) -> LogForwarder | None:
     return forward_loguru(client, level) if level is not None else None
 
@@ -105,12 +165,27 @@ class DashboardRTVIProcessor(RTVIProcessor):
         token: str | None = None,
         client: DashboardClient | None = None,
         forward_logs: bool | int | str | None = None,
+        record_audio: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token)
         self.forward_logs = forward_logs_level(forward_logs)
         self.log_forwarder: LogForwarder | None = None
+        # The call's recorder when recording is on (record_audio, else RTVI_DASHBOARD_RECORD_AUDIO), else None.
+        self.recorder: DashboardAudioRecorder | None = (
+            recorder_for(self.dashboard) if record_audio_from_env(record_audio) else None
+        )
+
+    async def setup(self, setup):
+        # The worker sets its pipeline's processors up together, this one among them: the recorder is
+        # placed now, before any await, and set up here unless its pipeline does it (it is not done twice).
+        recorder = self.recorder
+        worker = getattr(setup, "pipeline_worker", None)
+        placed = recorder is not None and worker is not None and place_recorder(worker, recorder)
+        await super().setup(setup)
+        if placed:
+            await recorder._ensure_set_up(setup)
 
     async def _start(self, frame):
         self.dashboard.start()
@@ -131,17 +206,29 @@ class DashboardRTVIProcessor(RTVIProcessor):
         await _close(self.dashboard, self.log_forwarder)
 
 
-def attach(rtvi: RTVIProcessor, client: DashboardClient, forward_logs: bool | int | str | None = None) -> None:
+def attach(
+    rtvi: RTVIProcessor,
+    client: DashboardClient,
+    forward_logs: bool | int | str | None = None,
+    record_audio: bool | None = None,
+    worker=None,
+) -> None:
     """Make an existing RTVIProcessor stream to the dashboard too (what DashboardRTVIProcessor does by subclassing).
 
     For a worker the bot built with Pipecat's own processor: the setup file
     (rtvi_dashboard/setup.py) attaches the dashboard to it without a code
     change in the bot. The client must be started by the caller, on the
     running loop; `forward_logs` as for DashboardRTVIProcessor (None: from
-    RTVI_DASHBOARD_FORWARD_LOGS).
+    RTVI_DASHBOARD_FORWARD_LOGS). When recording is on (`record_audio`, else
+    RTVI_DASHBOARD_RECORD_AUDIO) a DashboardAudioRecorder for the client's
+    session becomes `rtvi.recorder`, placed after the output transport of
+    `worker`'s pipeline, which must not be set up yet (as in a setup file).
     """
     if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
         return  # already streaming
+    recorder = recorder_for(client) if record_audio_from_env(record_audio) else None
+    if recorder is not None and worker is not None and not place_recorder(worker, recorder):
+        recorder = None
     push, handle, cleanup = rtvi.push_transport_message, rtvi._handle_message, rtvi.cleanup
 
     async def push_transport_message(model, exclude_none: bool = True):
@@ -160,6 +247,7 @@ def attach(rtvi: RTVIProcessor, client: DashboardClient, forward_logs: bool | in
 
     rtvi.dashboard = client
     rtvi.log_forwarder = forwarder
+    rtvi.recorder = recorder
     rtvi.push_transport_message = push_transport_message
     rtvi._handle_message = handle_message
     rtvi.cleanup = close

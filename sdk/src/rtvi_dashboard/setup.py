@@ -13,6 +13,11 @@ processor. The session id is the worker's conversation id
 (`PipelineWorker(conversation_id=...)`), else RTVI_DASHBOARD_SESSION_ID, else
 a new UUID, which the worker's tracing then uses too.
 Without RTVI_DASHBOARD_TOKEN it does nothing but say so.
+
+With RTVI_DASHBOARD_RECORD_AUDIO=1 it also records the call's audio for the
+dashboard (when the dashboard's organization records calls): it places a
+DashboardAudioRecorder right after the pipeline's output transport, which it
+can do here because the hook runs before the worker sets its pipeline up.
 """
 
 import logging
@@ -39,7 +44,7 @@ async def setup_pipeline_worker(worker) -> None:
     session_id = conversation_id(worker)
     client = client_from_env(session_id)
     client.start()
-    attach(rtvi, client)
+    attach(rtvi, client, worker=worker)  # record_audio from RTVI_DASHBOARD_RECORD_AUDIO
 
 
 def conversation_id(worker) -> str:
