@@ -224,6 +224,7 @@ def analyse(user_runs, bot_runs, dead_air: float | None = None) -> dict:
         "bot_over_caller": sum(t.over_caller for t in turns),
         "talk_over_seconds": round(talk_over, 3),
         "barge_ins": barge_ins,
+        "barge_in_seconds": round(sum(b["bot_went_on_seconds"] for b in barge_ins), 3),
         "dead_air": silences,
         "dead_air_seconds": round(sum(s["seconds"] for s in silences), 3),
         "dead_air_threshold": dead_air,
@@ -460,6 +461,7 @@ def summary(recording, comparison: list[dict]) -> dict:
         "bot_over_caller": analysis.get("bot_over_caller", 0),
         "talk_over_seconds": analysis.get("talk_over_seconds", 0.0),
         "barge_ins": len(analysis.get("barge_ins") or []),
+        "barge_in_seconds": analysis.get("barge_in_seconds", 0.0),
         "dead_air_seconds": analysis.get("dead_air_seconds", 0.0),
     }
 

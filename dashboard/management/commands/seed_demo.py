@@ -70,7 +70,13 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args, **options):
-        organization, _ = Organization.objects.get_or_create(name=ORG_NAME)
+        organization, made = Organization.objects.get_or_create(name=ORG_NAME)
+        if made:
+            # The demo's calls are the demo bot's synthetic voices: recording is on here, to show the player.
+            # A real organization starts with it off (Settings → Recording).
+            organization.record_audio = True
+            organization.keep_audio_days = 7
+            organization.save(update_fields=["record_audio", "keep_audio_days"])
         now = timezone.now()
         for name, tag, age_days, deleted in AGENTS:
             agent, created = Agent.objects.get_or_create(
