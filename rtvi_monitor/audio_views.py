@@ -164,6 +164,18 @@ def reported_turns(session) -> list[dict]:
     return list(state.get("turns") or [])
 
 
+def comparison_of(recording, session) -> list[dict]:
+    """The recording's turns beside the messages': stored once the call has ended, else made now."""
+    if session.status == Session.Status.ENDED and recording.comparison:
+        return recording.comparison
+    return audio.compare((recording.analysis or {}).get("turns", []), reported_turns(session))
+
+
+def audio_summary(recording, session) -> dict:
+    """The figures a page shows of a recording (a viewer's too: no sound, no words)."""
+    return audio.summary(recording, comparison_of(recording, session))
+
+
 @json_methods("GET")
 @key_or_member_required
 def session_audio(request, session_id):
@@ -177,9 +189,7 @@ def session_audio(request, session_id):
             {"recorded": False, "why": why or "the bot sent no audio (it records with RTVI_DASHBOARD_RECORD_AUDIO=1)"}
         )
     analysis = dict(recording.analysis)
-    comparison = recording.comparison
-    if session.status == Session.Status.LIVE or not comparison:
-        comparison = audio.compare(analysis.get("turns", []), reported_turns(session))
+    comparison = comparison_of(recording, session)
     listener = listen_refusal(request) is None
     return StrictJsonResponse(
         {

@@ -14,7 +14,8 @@ from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import member_required
 from dashboard.models import Role
-from rtvi_monitor.models import Session
+from rtvi_monitor.audio_views import audio_summary
+from rtvi_monitor.models import Session, SessionAudio
 from rtvi_monitor.sessions import BadFilter, filter_sessions
 
 PAGE_SIZE = 50
@@ -124,7 +125,9 @@ def session_detail(request, session_id):
         raise Http404("No such session in your organization.")
     if not request.sees_contents:
         # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
-        return render(request, "rtvi_monitor/session_figures.html", {"session": session})
+        recording = SessionAudio.objects.filter(session=session).first()
+        heard = audio_summary(recording, session) if recording else None
+        return render(request, "rtvi_monitor/session_figures.html", {"session": session, "heard": heard})
     audit.record_read(session.organization, session.session_id, "page", request=request)
     # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
     # listeners', the role Settings → Recording names (rtvi_monitor/audio_views.py listen_refusal decides

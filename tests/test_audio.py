@@ -262,6 +262,8 @@ def test_only_roles_allowed_to_hear_get_audio_and_every_listen_and_download_is_a
     assert viewer.get("/api/sessions/call-1/audio/peaks/").status_code == 403
     figures = viewer.get("/api/sessions/call-1/audio/").json()
     assert figures["recorded"] is True and figures["listen"] is False  # figures yes, the voice no
+    page = viewer.get("/sessions/call-1/").content.decode()
+    assert 'data-testid="heard"' in page and "audio.wav" not in page and "<audio" not in page
     assert stranger.get("/api/sessions/call-1/audio.wav").status_code == 404
     assert Client().get("/api/sessions/call-1/audio.wav").status_code == 401
 
