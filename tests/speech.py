@@ -6,7 +6,6 @@ import subprocess
 
 import numpy as np
 
-
 ESPEAK = shutil.which("espeak-ng")
 
 

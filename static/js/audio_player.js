@@ -26,6 +26,28 @@ const OUTSIDE_SLACK = 0.5; // seconds: a moment this near the recording's ends i
 const MAX_POINTS = 20000; // the peaks API's most
 const KEY_STEP = 5; // seconds an arrow key seeks
 const TURN_LEAD = 1.5; // seconds before the caller stopped that a turn's ▶ plays from
+const SPOKEN_BEFORE = 4; // seconds: a caller's line arrives at most this long after their words end
+const SAME_UTTERANCE = 1; // seconds: speech after a pause this short is the same utterance
+const LEAD_IN = 0.05; // seconds of silence played before the caller's first word
+
+/**
+ * Where a caller's transcript line is heard: its line arrives when the speech-to-text's final comes,
+ * after the words. The start of the caller's speech (the audio's VAD runs, [[start, end], ...]) that
+ * ends at most SPOKEN_BEFORE before `at` and begins before it, with the runs before it that pauses
+ * under SAME_UTTERANCE join to it; `at` itself when the audio heard no such speech.
+ */
+export function callerSpeechStart(runs, at) {
+  const list = Array.isArray(runs) ? runs : [];
+  let i = -1;
+  for (let j = 0; j < list.length; j++) {
+    const [start, end] = list[j];
+    if (start <= at && end >= at - SPOKEN_BEFORE) i = j;
+  }
+  if (i < 0) return at;
+  while (i > 0 && list[i][0] - list[i - 1][1] < SAME_UTTERANCE) i--;
+  return list[i][0] - LEAD_IN;
+}
+
 const TRACKS = [
   ["user", "caller", "--user"],
   ["bot", "bot", "--bot"],
@@ -674,12 +696,15 @@ export function createAudioPlayer(on) {
 
   return {
     /**
-     * The page's cursor moved (not by the player): the playhead goes there; `play` starts it (a transcript line).
+     * The page's cursor moved (not by the player): the playhead goes there; `play` starts it (a transcript line;
+     * a caller's line from the start of the words it transcribes: callerSpeechStart).
      * A moment outside the recording is said so, and the playhead goes to its nearest end.
      */
-    seekTo(at, { play: startPlaying = false } = {}) {
+    seekTo(at, { play: startPlaying = false, role } = {}) {
       if (!ready() || typeof at !== "number") return;
       const answer = recording();
+      // A caller's line plays their words, which came before the line did.
+      if (role === "user") at = callerSpeechStart(answer.analysis?.speech?.user, at);
       const end = answer.origin + answer.duration;
       lastAt = at;
       if (at < answer.origin - OUTSIDE_SLACK || at > end + OUTSIDE_SLACK) {

@@ -237,7 +237,7 @@ function renderTranscript(state) {
     li.append(head, el("span", "text", entry.text));
     if (turn?.waterfall?.length) li.append(waterfall(turn, state.latency));
     const seq = entry.who !== undefined ? items.get(entry.at)?.seq : undefined;
-    li.addEventListener("click", () => setCursor({ at: entry.at, seq, from: "transcript" }));
+    li.addEventListener("click", () => setCursor({ at: entry.at, seq, from: "transcript", role: li.dataset.role }));
     lines.push([entry.at, li]);
     return li;
   });
@@ -418,7 +418,7 @@ function setView(view) {
  */
 function setCursor(cursor) {
   page.cursor = cursor;
-  if (cursor && cursor.from !== "audio") audio.seekTo(cursor.at, { play: cursor.from === "transcript" });
+  if (cursor && cursor.from !== "audio") audio.seekTo(cursor.at, { play: cursor.from === "transcript", role: cursor.role });
   schedule("cursor");
 }
 
