@@ -290,6 +290,15 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
     path = chunk_path(session, track, index, digest)
     data = encode_flac(samples, rate)
     runs = speech_runs(samples, rate, start)
+    # The analysis with this chunk, made before the write so that the write is one short transaction (a
+    # database with one writer, SQLite, is not held while it is made). Two chunks stored at once may each
+    # miss the other's speech for a moment; the next chunk, and the session's end (settle), make it from
+    # every chunk stored.
+    speech = {t: [] for t in TRACKS}
+    for other, spoken in session.audio_chunks.values_list("track", "speech"):
+        speech[other].extend(spoken)
+    speech[track].extend(runs)
+    analysis = analyse(speech["user"], speech["bot"])
     name = storage().save(path, ContentFile(data))  # before the row: a row never names a file that is not there
     end = start + len(samples) / rate
     try:
@@ -315,7 +324,8 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
             audio.chunks += 1
             audio.stored_bytes += len(data)
             audio.seconds += len(samples) / rate
-            audio.save(update_fields=["origin", "end", "chunks", "stored_bytes", "seconds", "updated_at"])
+            audio.analysis = analysis
+            audio.save(update_fields=["origin", "end", "chunks", "stored_bytes", "seconds", "analysis", "updated_at"])
     except IntegrityError:  # a concurrent upload of the same chunk got there first
         storage().delete(name)
         existing = AudioChunk.objects.filter(session=session, track=track, index=index).first()
@@ -327,10 +337,6 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
     except BaseException:
         storage().delete(name)
         raise
-    # The analysis is made again from every chunk after the write, not in it: a database with one writer
-    # (SQLite) is not held while it is made. Two chunks storing at once may leave the one written first for a
-    # moment; the next chunk, and the session's end (settle), make it from all of them again.
-    SessionAudio.objects.filter(session=session).update(analysis=analysis_of(session))
     if session.status == session.Status.ENDED:  # a chunk that came after the call ended
         settle(session, list((session.state or {}).get("turns") or []))
     return stored, True

@@ -25,6 +25,7 @@ from dashboard.auth import bearer_token, key_or_member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
 from dashboard.models import Role
 from rtvi_monitor import audio, events, metrics
+from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
 
 MAX_INDEX = 999_999
@@ -90,7 +91,13 @@ def _number_header(request, name: str, kind, low, high):
 
 
 @json_methods("PUT")
-def ingest_chunk(request, session_id, track, index):
+async def ingest_chunk(request, session_id, track, index):
+    """A chunk is stored on the audio's own thread (rtvi_monitor/dbthread.py, AUDIO_THREAD): its encoding and
+    analysis never queue behind pages' views, nor pages behind them, and one chunk at a time is written."""
+    return await in_db_thread(_ingest_chunk, request, session_id, track, index, executor=AUDIO_THREAD)
+
+
+def _ingest_chunk(request, session_id, track, index):
     token, refused = _ingest_token(request)
     if refused:
         return refused

@@ -23,6 +23,9 @@ LIFECYCLE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-li
 CONNECT_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-connect")
 # Alert evaluation reads over many sessions: never on the writer's thread.
 ALERTS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-alerts")
+# Bots' audio chunks (rtvi_monitor/audio_views.py): encoded, analysed and written one at a time here, never
+# on the thread Django gives every sync view (pages would wait behind a hundred calls' uploads).
+AUDIO_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-audio")
 # Retention purges delete in bounded rounds, on their own thread.
 RETENTION_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-retention")
 

@@ -230,7 +230,7 @@ def live_settings(settings):
 @pytest.fixture
 def live_path(transactional_db, live_settings):
     """A clean live path: the registry is per process and outlives a test's database."""
-    from rtvi_monitor.dbthread import CONNECT_THREAD, DB_THREAD, LIFECYCLE_THREAD
+    from rtvi_monitor.dbthread import AUDIO_THREAD, CONNECT_THREAD, DB_THREAD, LIFECYCLE_THREAD
     from rtvi_monitor.registry import registry
 
     registry.sessions.clear()
@@ -242,7 +242,7 @@ def live_path(transactional_db, live_settings):
     # The writer's thread keeps its connection; close it so the test database can go.
     from django.db import connection
 
-    for thread in (DB_THREAD, LIFECYCLE_THREAD, CONNECT_THREAD):
+    for thread in (DB_THREAD, LIFECYCLE_THREAD, CONNECT_THREAD, AUDIO_THREAD):
         thread.submit(lambda: connection.close()).result()
 
 

@@ -24,6 +24,9 @@ from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
 from tests.conftest import make_member
 from tests.speech import silence, speak
 
+# Chunks are stored on the audio thread, with its own connection: the test database is committed.
+pytestmark = pytest.mark.usefixtures("live_path")
+
 T0 = 1_764_000_000.0  # a call's wall-clock start
 
 

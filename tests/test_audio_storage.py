@@ -16,6 +16,9 @@ from tests.server import free_port
 from tests.speech import speak
 from tests.test_audio import put
 
+# Chunks are stored on the audio thread, with its own connection: the test database is committed.
+pytestmark = pytest.mark.usefixtures("live_path")
+
 BUCKET = "acme-call-audio"
 CREDENTIALS = {"aws_access_key_id": "test-key", "aws_secret_access_key": "test-secret", "region_name": "us-east-1"}
 
