@@ -247,7 +247,10 @@ def main() -> None:
     parser.add_argument("--generators", type=int, default=2)
     parser.add_argument("--bot-side", type=int, default=0, metavar="CALLS", help="also measure the bot package's cost")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (5)")
     args = parser.parse_args()
+    global CHUNK
+    CHUNK = args.chunk_seconds
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}"
     )

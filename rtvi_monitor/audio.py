@@ -39,6 +39,9 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.db.models.functions import Greatest, Least
+from django.utils import timezone
 
 TRACKS = ("user", "bot")
 MIN_RATE, MAX_RATE = 8000, 48000
@@ -275,18 +278,6 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
     samples = samples_of(body)
     digest = hashlib.sha256(body).hexdigest()
     stored = {"track": track, "index": index, "samples": len(samples), "seconds": round(len(samples) / rate, 3)}
-    existing = AudioChunk.objects.filter(session=session, track=track, index=index).first()
-    if existing is not None:
-        if existing.sha256 != digest:
-            raise BadChunk(f"Chunk {index} of the {track} track is stored with other content; nothing changed.", 409)
-        return stored, False
-    audio = SessionAudio.objects.filter(session=session).first()
-    if audio is not None and audio.sample_rate != rate:
-        raise BadChunk(
-            f"This session's audio is {audio.sample_rate} Hz; chunk {index} says {rate} Hz. "
-            "Send every chunk at one rate.",
-            422,
-        )
     path = chunk_path(session, track, index, digest)
     data = encode_flac(samples, rate)
     runs = speech_runs(samples, rate, start)
@@ -315,17 +306,34 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
                 peaks=peaks(samples, rate),
                 speech=runs,
             )
-            audio, _ = SessionAudio.objects.select_for_update().get_or_create(
-                session=session, defaults={"sample_rate": rate, "origin": start, "end": end}
+            grown = SessionAudio.objects.filter(session=session, sample_rate=rate).update(
+                origin=Least(F("origin"), start),
+                end=Greatest(F("end"), end),
+                chunks=F("chunks") + 1,
+                stored_bytes=F("stored_bytes") + len(data),
+                seconds=F("seconds") + len(samples) / rate,
+                analysis=analysis,
+                updated_at=timezone.now(),
             )
-            if audio.sample_rate != rate:  # a concurrent first chunk at another rate won
-                raise BadChunk(f"This session's audio is {audio.sample_rate} Hz; chunk {index} says {rate} Hz.", 422)
-            audio.origin, audio.end = min(audio.origin, start), max(audio.end, end)
-            audio.chunks += 1
-            audio.stored_bytes += len(data)
-            audio.seconds += len(samples) / rate
-            audio.analysis = analysis
-            audio.save(update_fields=["origin", "end", "chunks", "stored_bytes", "seconds", "analysis", "updated_at"])
+            if not grown:  # the session's first chunk, or one at another rate than its first
+                audio, made = SessionAudio.objects.get_or_create(
+                    session=session,
+                    defaults={
+                        "sample_rate": rate,
+                        "origin": start,
+                        "end": end,
+                        "chunks": 1,
+                        "stored_bytes": len(data),
+                        "seconds": len(samples) / rate,
+                        "analysis": analysis,
+                    },
+                )
+                if not made:
+                    raise BadChunk(
+                        f"This session's audio is {audio.sample_rate} Hz; chunk {index} says {rate} Hz. "
+                        "Send every chunk at one rate.",
+                        422,
+                    )
     except IntegrityError:  # a concurrent upload of the same chunk got there first
         storage().delete(name)
         existing = AudioChunk.objects.filter(session=session, track=track, index=index).first()
