@@ -239,6 +239,7 @@ def bot_side(args) -> None:
 
 
 def main() -> None:
+    global CHUNK
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bots", type=int, default=100)
     parser.add_argument("--rate", type=float, default=30, help="RTVI messages per second per bot")
@@ -249,7 +250,6 @@ def main() -> None:
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (5)")
     args = parser.parse_args()
-    global CHUNK
     CHUNK = args.chunk_seconds
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}"
