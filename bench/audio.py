@@ -60,11 +60,13 @@ def speech_track(seconds: float, voice: str, offset: float) -> bytes:
     return np.concatenate(parts)[: int(seconds * RATE)].astype("<i2").tobytes()
 
 
-async def upload_calls(base_url: str, token: str, session_ids: list[str], seconds: float, user: bytes, bot: bytes):
-    """Each call uploads its two tracks a chunk per CHUNK seconds, real-time, as the bot package does."""
+async def upload_calls(
+    base_url: str, token: str, session_ids: list[str], seconds: float, user: bytes, bot: bytes, chunk: float = CHUNK
+):
+    """Each call uploads its two tracks a chunk per `chunk` seconds, real-time, as the bot package does."""
     import httpx
 
-    per = int(CHUNK * RATE) * 2
+    per = int(chunk * RATE) * 2
     timings, failures = [], []
     limits = httpx.Limits(max_connections=len(session_ids) * 2)
     async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
@@ -72,14 +74,14 @@ async def upload_calls(base_url: str, token: str, session_ids: list[str], second
         async def call(session_id: str, stagger: float):
             await asyncio.sleep(stagger)
             start = time.time()
-            for index in range(int(seconds // CHUNK)):
-                await asyncio.sleep(max(0.0, start + (index + 1) * CHUNK - time.time()))
+            for index in range(int(seconds // chunk)):
+                await asyncio.sleep(max(0.0, start + (index + 1) * chunk - time.time()))
                 for track, pcm in (("user", user), ("bot", bot)):
                     body = pcm[index * per : (index + 1) * per]
                     headers = {
                         "Authorization": f"Bearer {token}",
                         "X-Audio-Sample-Rate": str(RATE),
-                        "X-Audio-Start": f"{start + index * CHUNK:.6f}",
+                        "X-Audio-Start": f"{start + index * chunk:.6f}",
                     }
                     for _attempt in range(20):
                         began = time.monotonic()
@@ -94,12 +96,12 @@ async def upload_calls(base_url: str, token: str, session_ids: list[str], second
                             failures.append(f"{response.status_code} {response.text[:100]}")
                         break
 
-        await asyncio.gather(*(call(s, i * CHUNK / len(session_ids)) for i, s in enumerate(session_ids)))
+        await asyncio.gather(*(call(s, i * chunk / len(session_ids)) for i, s in enumerate(session_ids)))
     return timings, failures
 
 
-def _uploader_process(base_url, token, session_ids, seconds, user, bot, result):
-    timings, failures = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot))
+def _uploader_process(base_url, token, session_ids, seconds, user, bot, chunk, result):
+    timings, failures = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot, chunk))
     result.update({"timings": timings, "failures": failures})
 
 
@@ -128,7 +130,7 @@ def server_side(args) -> None:
                 if with_audio:
                     uploader = multiprocessing.get_context("spawn").Process(
                         target=_uploader_process,
-                        args=(uploads_to.url, target.token, sessions, args.seconds, user, bot, shared),
+                        args=(uploads_to.url, target.token, sessions, args.seconds, user, bot, CHUNK, shared),
                     )
                     uploader.start()
                 result = run_load(target, args.bots, args.rate, args.seconds, 1, tag, args.generators, False)
