@@ -28,7 +28,7 @@ import hashlib
 import io
 import math
 import struct
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -165,14 +165,18 @@ def audio_turns(user: list[list[float]], bot: list[list[float]]) -> list[AudioTu
     caller began speaking in that pause (a barge-in that began while the bot spoke is not a new question:
     `analyse` counts it as a barge-in).
     """
+    # Runs are merged (sorted, apart): starts and ends both rise, so each question is two bisections, and an
+    # hour's call (thousands of runs) costs what a minute's does per run.
+    starts, ends = [u[0] for u in user], [u[1] for u in user]
     turns, last_bot_end = [], -math.inf
     for run in bot:
-        spoke = [u for u in user if u[0] < run[0] and u[1] > last_bot_end]
-        began_since = any(u[0] >= last_bot_end for u in spoke)
-        resumed = run[0] - last_bot_end < BOT_TURN_GAP_SECONDS and not began_since
-        if spoke and not resumed:
-            caller = spoke[-1]
-            turns.append(AudioTurn(caller[1], run[0], over_caller=caller[1] > run[0]))
+        before = bisect_left(starts, run[0])  # user[:before] began before this bot run
+        since = bisect_right(ends, last_bot_end)  # user[since:] ended after the bot last spoke
+        if since < before:  # the caller spoke since the bot last did
+            caller = user[before - 1]
+            began_since = caller[0] >= last_bot_end
+            if began_since or run[0] - last_bot_end >= BOT_TURN_GAP_SECONDS:
+                turns.append(AudioTurn(caller[1], run[0], over_caller=caller[1] > run[0]))
         last_bot_end = max(last_bot_end, run[1])
     return turns
 
@@ -196,13 +200,19 @@ def analyse(user_runs, bot_runs, dead_air: float | None = None) -> dict:
     dead_air = settings.AUDIO_DEAD_AIR_SECONDS if dead_air is None else dead_air
     user, bot = merge_runs(user_runs), merge_runs(bot_runs)
     turns = audio_turns(user, bot)
-    talk_over = sum(_overlap(u, b) for u in user for b in bot if u[0] < b[1] and b[0] < u[1])
+    talk_over, i, j = 0.0, 0, 0
+    while i < len(user) and j < len(bot):  # both sorted and apart: one sweep
+        talk_over += _overlap(user[i], bot[j])
+        if user[i][1] < bot[j][1]:
+            i += 1
+        else:
+            j += 1
+    bot_starts = [b[0] for b in bot]
     barge_ins = []
     for u in user:
-        for b in bot:
-            if b[0] < u[0] < b[1]:
-                barge_ins.append({"at": round(u[0], 3), "bot_went_on_seconds": round(b[1] - u[0], 3)})
-                break
+        k = bisect_left(bot_starts, u[0]) - 1  # the bot run that began last before the caller did
+        if k >= 0 and u[0] < bot[k][1]:
+            barge_ins.append({"at": round(u[0], 3), "bot_went_on_seconds": round(bot[k][1] - u[0], 3)})
     silences = []
     spoken = merge_runs(user + bot, gap=0.0, shortest=0.0)
     for before, after in pairwise(spoken):

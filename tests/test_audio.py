@@ -381,3 +381,28 @@ def test_a_call_shorter_than_a_frame_and_pure_silence_say_nothing():
     assert audio.speech_runs(silence(2.0), 16000, time.time()) == []
     assert audio.speech_runs(np.zeros(10, dtype=np.int16), 16000, 0.0) == []
     assert audio.analyse([], [])["turns"] == [] and audio.analyse([], [])["voice_to_voice"]["p50"] is None
+
+
+def reference(user, bot):
+    """The analysis by brute force, every run against every run: what the sweeps must agree with."""
+    user, bot = audio.merge_runs(user), audio.merge_runs(bot)
+    turns, last_bot_end = [], float("-inf")
+    for run in bot:
+        spoke = [u for u in user if u[0] < run[0] and u[1] > last_bot_end]
+        began_since = any(u[0] >= last_bot_end for u in spoke)
+        if spoke and not (run[0] - last_bot_end < audio.BOT_TURN_GAP_SECONDS and not began_since):
+            turns.append((round(spoke[-1][1], 3), round(run[0], 3)))
+        last_bot_end = max(last_bot_end, run[1])
+    talk_over = sum(max(0.0, min(u[1], b[1]) - max(u[0], b[0])) for u in user for b in bot)
+    barge = [round(u[0], 3) for u in user if any(b[0] < u[0] < b[1] for b in bot)]
+    return turns, round(talk_over, 3), barge
+
+
+@given(user=runs, bot=runs)
+@hsettings(max_examples=400, deadline=None)
+def test_the_sweeps_agree_with_every_run_against_every_run(user, bot):
+    result = audio.analyse(user, bot, dead_air=3.0)
+    turns, talk_over, barge = reference(user, bot)
+    assert [(t["user_stopped_at"], t["bot_started_at"]) for t in result["turns"]] == turns
+    assert result["talk_over_seconds"] == pytest.approx(talk_over, abs=2e-3)
+    assert [b["at"] for b in result["barge_ins"]] == barge

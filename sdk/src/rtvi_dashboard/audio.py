@@ -45,7 +45,7 @@ request has its own timeout.
 
 DashboardAudioRecorder (needs Pipecat; defined on first use so that the base
 install never imports it) is Pipecat's AudioBufferProcessor, recording from
-the start, cutting both tracks every RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS (5)
+the start, cutting both tracks every RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS (10)
 seconds and handing them to an uploader. The pipeline integration
 (rtvi_dashboard.pipecat) places it right after the output transport.
 """
@@ -69,7 +69,9 @@ TRACKS = ("user", "bot")
 RECORD_AUDIO_ENV = "RTVI_DASHBOARD_RECORD_AUDIO"
 CHUNK_SECONDS_ENV = "RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS"
 MAX_QUEUED_SECONDS_ENV = "RTVI_DASHBOARD_AUDIO_MAX_QUEUED_SECONDS"
-DEFAULT_CHUNK_SECONDS = 5.0
+# 10 s: half the uploads of 5 s for the same audio (the dashboard's cost is mostly per request: docs/BENCHMARKS.md);
+# a live call's player is at most this far behind.
+DEFAULT_CHUNK_SECONDS = 10.0
 DEFAULT_MAX_QUEUED_SECONDS = 600.0  # ten minutes of audio, both tracks counted
 DEFAULT_MAX_CHUNK_BYTES = 4 * 1024 * 1024  # the protocol's default; the dashboard's check says its own
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
@@ -108,7 +110,7 @@ def _positive_from_env(name: str, default: float) -> float:
 
 
 def chunk_seconds_from_env(chunk_seconds: float | None = None) -> float:
-    """How long each uploaded chunk is: the argument, else RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS, else 5 s."""
+    """How long each uploaded chunk is: the argument, else RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS, else 10 s."""
     if chunk_seconds is not None:
         if not (math.isfinite(chunk_seconds) and chunk_seconds > 0):
             raise ValueError(f"chunk_seconds must be a positive number, not {chunk_seconds!r}")
@@ -574,7 +576,7 @@ def _define_recorder():
 
         It records from the StartFrame, at the pipeline's output sample rate
         (or `sample_rate`), one channel, and cuts both tracks every
-        `chunk_seconds` (RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS, 5 s):
+        `chunk_seconds` (RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS, 10 s):
         AudioBufferProcessor hands over the user and bot tracks with equal
         length, each chunk goes to the uploader. At the start (setup) the
         uploader asks the dashboard whether to record, in the background so
