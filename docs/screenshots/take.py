@@ -38,7 +38,7 @@ def main():
     with DaphneServer(env={"ALERT_EVALUATE_INTERVAL": "2"}) as server:
         username, password, key = server.seed_demo()
         bot = subprocess.Popen(
-            [sys.executable, "manage.py", "demo_bot", "--url", server.ws_url, "--concurrent", "4", "--speed", "1.5"],
+            [sys.executable, "manage.py", "demo_bot", "--url", server.ws_url, "--concurrent", "4", "--record-audio"],
             cwd=ROOT,
             env=server.env,
             stdout=subprocess.DEVNULL,
@@ -70,6 +70,7 @@ def main():
                             "settings-members.png": "/settings/members/",
                             "settings-keys.png": "/settings/keys/",
                             "settings-retention.png": "/settings/retention/",
+                            "settings-recording.png": "/settings/recording/",
                         },
                     ),
                     ("dark", 1280, 900, {"session-dark.png": f"/sessions/{live}/"}),
@@ -101,6 +102,14 @@ def main():
                         page.wait_for_timeout(4000)  # the sockets connect, charts and times are drawn
                         page.screenshot(path=str(HERE / name), full_page=scheme == "light")
                         print(name, path)
+                        if name == "session-detail-ended.png":  # the call's audio, with its transcript
+                            page.locator("#audio-card").scroll_into_view_if_needed()
+                            page.locator("#transcript li.user").nth(1).click()  # plays from the caller's words
+                            page.wait_for_timeout(2500)
+                            page.click("#audio-play")  # paused where the cursor has followed it
+                            page.locator(".grid").screenshot(path=str(HERE / "session-transcript-playing.png"))
+                            page.locator("#audio-card").screenshot(path=str(HERE / "session-audio.png"))
+                            print("session-audio.png", path)
                     context.close()
                 browser.close()
         finally:
