@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from relay import DashboardTarget, percentile, run_load  # noqa: E402
 
 RATE = 16000
-CHUNK = 5.0
+CHUNK = 10.0  # the bot package's default (RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS)
 
 ENABLE = (
     "from dashboard.models import Organization; Organization.objects.filter(name='Bench').update(record_audio=True)"
@@ -262,7 +262,7 @@ def main() -> None:
     parser.add_argument(
         "--audio-process", action="store_true", help="uploads go to a second server process, as DEPLOY.md advises"
     )
-    parser.add_argument("--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (5)")
+    parser.add_argument("--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (10, as the bot package)")
     args = parser.parse_args()
     CHUNK = args.chunk_seconds
     print(
