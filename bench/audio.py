@@ -116,6 +116,10 @@ def server_side(args) -> None:
 
         env = {k: v for k, v in server.env.items() if k != "PORT"}
         uploads_to = DaphneServer(env=env, workdir=str(server.workdir)).start(migrate=False)
+        if args.audio_nice:
+            # As `nice -n N daphne ...` would (docs/DEPLOY.md): every thread of the process, and those it makes.
+            for task in Path(f"/proc/{uploads_to.process.pid}/task").iterdir():
+                os.setpriority(os.PRIO_PROCESS, int(task.name), args.audio_nice)
     user = speech_track(args.seconds + CHUNK, "en-us", 0.5)
     bot = speech_track(args.seconds + CHUNK, "en-gb", 4.0)
     rows = []
@@ -262,7 +266,10 @@ def main() -> None:
     parser.add_argument(
         "--audio-process", action="store_true", help="uploads go to a second server process, as DEPLOY.md advises"
     )
-    parser.add_argument("--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (10, as the bot package)")
+    parser.add_argument("--audio-nice", type=int, default=0, help="with --audio-process: its nice value (e.g. 10)")
+    parser.add_argument(
+        "--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (10, as the bot package)"
+    )
     args = parser.parse_args()
     CHUNK = args.chunk_seconds
     print(

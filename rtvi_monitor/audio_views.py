@@ -165,10 +165,27 @@ def _audit_listen(request, session) -> None:
         audit.record(session.organization, audit.Action.AUDIO_LISTEN, session.session_id, request=request)
 
 
+REPLAY_CACHE_SECONDS = 10
+
+
 def reported_turns(session) -> list[dict]:
-    """The turns the bot's messages report: frozen once ended, else replayed from the stored messages."""
-    state = session.state if session.state is not None else events.load_state(session.pk)[0].to_dict()
-    return list(state.get("turns") or [])
+    """The turns the bot's messages report: frozen once the call ended; while it is live, this process's own
+    state when its bot is connected here, else replayed from the stored messages at most every
+    REPLAY_CACHE_SECONDS (a page polls a live call's recording every few seconds: a long call's replay is
+    not made for each poll)."""
+    if session.state is not None:
+        return list(session.state.get("turns") or [])
+    from rtvi_monitor.registry import registry
+
+    live = registry.sessions.get(session.pk)
+    if live is not None:
+        return [dict(turn) for turn in list(live.state.turns.items)]
+    key = f"audio-turns:{session.pk}"
+    turns = cache.get(key)
+    if turns is None:
+        turns = list(events.load_state(session.pk)[0].to_dict().get("turns") or [])
+        cache.set(key, turns, REPLAY_CACHE_SECONDS)
+    return turns
 
 
 def comparison_of(recording, session) -> list[dict]:
