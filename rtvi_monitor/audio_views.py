@@ -234,15 +234,23 @@ def session_audio(request, session_id):
     )
 
 
+def _heard_recording(request, session_id):
+    """(session, recording, None) for a listener of a recorded session, else (None, None, the refusal)."""
+    session, refused = _session(request, session_id)
+    if refused or (refused := listen_refusal(request)):
+        return None, None, refused
+    recording = SessionAudio.objects.filter(session=session).first()
+    if recording is None:
+        return None, None, json_error(f"Session {session_id!r} has no audio.", 404)
+    return session, recording, None
+
+
 @json_methods("GET")
 @key_or_member_required
 def session_audio_peaks(request, session_id):
-    session, refused = _session(request, session_id)
-    if refused or (refused := listen_refusal(request)):
+    session, recording, refused = _heard_recording(request, session_id)
+    if refused:
         return refused
-    recording = SessionAudio.objects.filter(session=session).first()
-    if recording is None:
-        return json_error(f"Session {session_id!r} has no audio.", 404)
     raw = request.GET.get("points", "1000")
     if not raw.isdigit() or not 1 <= int(raw) <= 20000:
         return json_error("points: a whole number from 1 to 20000.", 400)
@@ -287,12 +295,9 @@ async def _wav_bytes(recording, placed, first: int, last: int):
 @json_methods("GET", "HEAD")
 @key_or_member_required
 def session_audio_wav(request, session_id):
-    session, refused = _session(request, session_id)
-    if refused or (refused := listen_refusal(request)):
+    session, recording, refused = _heard_recording(request, session_id)
+    if refused:
         return refused
-    recording = SessionAudio.objects.filter(session=session).first()
-    if recording is None:
-        return json_error(f"Session {session_id!r} has no audio.", 404)
     placed = audio.placed_chunks(
         recording, AudioChunk.objects.filter(session=session).only("track", "index", "start", "samples", "path")
     )
