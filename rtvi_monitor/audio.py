@@ -512,10 +512,13 @@ def settle(session, reported: list[dict]) -> None:
 
 
 def settle_ended(sessions) -> None:
-    """Called as sessions end (rtvi_monitor/lifecycle.py): those with a recording are compared."""
+    """Called as sessions end (rtvi_monitor/lifecycle.py, the rows fetched with select_related("audio")):
+    those with a recording are compared, and no query is made for the others."""
     from rtvi_monitor.models import SessionAudio
 
-    by_pk = {s.pk: s for s in sessions if s is not None}
-    for pk in SessionAudio.objects.filter(session_id__in=list(by_pk)).values_list("session_id", flat=True):
-        session = by_pk[pk]
+    for session in sessions:
+        try:
+            session.audio  # noqa: B018 (select_related's join: no query)
+        except SessionAudio.DoesNotExist:
+            continue
         settle(session, list((session.state or {}).get("turns") or []))

@@ -457,7 +457,9 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
         pk = self.session.pk
         here = registry.sessions.get(pk)
         if here is not None:
-            snapshot = {"state": here.state.to_dict(), "bases": here.state.bases()}
+            # The events go up to what this state has folded in: one stored since, but not yet folded (the
+            # writer stores, then folds), comes in the next batch; in the snapshot too, a page had it twice.
+            snapshot = {"state": here.state.to_dict(), "bases": here.state.bases(), "upto": here.state.folded_upto}
         else:
             snapshot = await database_sync_to_async(_stored_snapshot)(pk)
         upto = snapshot.pop("upto", None)

@@ -398,10 +398,10 @@ def _store_ends(ends: list[_End], only_if_away: bool) -> list[Session | None]:
                 **fields,
             )
             ended.append(done)
-    rows = Session.objects.select_related("agent").in_bulk(
+    rows = Session.objects.select_related("agent", "audio").in_bulk(
         [e.live.pk for e, done in zip(ends, ended, strict=True) if done]
     )
-    audio.settle_ended(rows.values())  # recordings beside the turns now frozen
+    audio.settle_ended(rows.values())  # recordings beside the turns now frozen (the join found them)
     return [rows.get(end.live.pk) if done else None for end, done in zip(ends, ended, strict=True)]
 
 

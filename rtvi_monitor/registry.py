@@ -288,12 +288,13 @@ class Registry:
             if loading is None:
                 loading = self.loading[session.pk] = asyncio.ensure_future(self._load(session))
                 try:
-                    live = self.sessions[session.pk] = await loading
+                    live = self.sessions.setdefault(session.pk, await loading)
                 finally:
                     del self.loading[session.pk]
             else:
-                await loading
-                live = self.sessions[session.pk]
+                # From the load's own result: the connection that started it may have been cancelled (its
+                # bot went) after the load finished and before it could register it (a KeyError here once).
+                live = self.sessions.setdefault(session.pk, await loading)
         live.connections += 1
         live.ended = False
         return live

@@ -366,6 +366,11 @@ class SessionState:
             # skipped. The ingest path must never fail on what a bot sends.
             pass
 
+    @property
+    def folded_upto(self) -> int:
+        """The highest seq folded in: a snapshot of this state goes with the events up to it, no further."""
+        return self._max_seq
+
     def _apply(self, event: Event) -> None:
         seq = event.seq
         if seq in self._seen or seq <= self._max_seq - DEDUP_WINDOW:
