@@ -3,8 +3,9 @@
 A deploy or a restart reconnects every bot together, and a region outage
 drops them together. The bounds here are the product's promises, not
 benchmarks (bench/storm.py measures): a connected bot's ack within a second
-while 500 others connect or finish (two seconds for the connect storm on the slower 2-core machine of
-2026-11-25, where the tree before this change measured 1.18 s too: docs/BENCHMARKS.md, issue 24), and 500 sessions whose bots left together
+while 500 others connect or finish (two seconds for the connect storm on the slower 2-core machine
+of 2026-11-25, where the tree before this change measured 1.18 s too: docs/BENCHMARKS.md, issue 24),
+and 500 sessions whose bots left together
 ended within the grace plus one sweep (dropped) or at once (a 1000 close).
 """
 
