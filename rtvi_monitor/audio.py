@@ -43,6 +43,8 @@ from django.db.models import F
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
+from rtvi_monitor.state import percentile  # the messages' latency figures' rule: the same for the audio's
+
 TRACKS = ("user", "bot")
 MIN_RATE, MAX_RATE = 8000, 48000
 PEAKS_PER_SECOND = 50  # one peak per 20 ms
@@ -181,13 +183,6 @@ def audio_turns(user: list[list[float]], bot: list[list[float]]) -> list[AudioTu
     return turns
 
 
-def percentile(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))]
-
-
 def analyse(user_runs, bot_runs, dead_air: float | None = None) -> dict:
     """What the audio says of the call: each turn's voice-to-voice seconds, talk-over, barge-ins, dead air.
 
@@ -230,8 +225,8 @@ def analyse(user_runs, bot_runs, dead_air: float | None = None) -> dict:
             for t in turns
         ],
         "voice_to_voice": {
-            "p50": _round(percentile(latencies, 0.5)),
-            "p95": _round(percentile(latencies, 0.95)),
+            "p50": _round(percentile(sorted(latencies), 50)),
+            "p95": _round(percentile(sorted(latencies), 95)),
             "max": _round(max(latencies) if latencies else None),
         },
         "bot_over_caller": sum(t.over_caller for t in turns),
@@ -478,8 +473,8 @@ def summary(recording, comparison: list[dict]) -> dict:
     differences = [row["difference_seconds"] for row in comparison if row.get("difference_seconds") is not None]
     return {
         "voice_to_voice_p50": (analysis.get("voice_to_voice") or {}).get("p50"),
-        "reported_p50": _round(percentile(reported, 0.5)),
-        "difference_p50": _round(percentile(differences, 0.5)),
+        "reported_p50": _round(percentile(sorted(reported), 50)),
+        "difference_p50": _round(percentile(sorted(differences), 50)),
         "turns": len(analysis.get("turns") or []),
         "matched_turns": len(differences),
         "bot_over_caller": analysis.get("bot_over_caller", 0),

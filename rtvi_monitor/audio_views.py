@@ -23,7 +23,6 @@ from django.http import HttpResponse, StreamingHttpResponse
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
 from dashboard.http import StrictJsonResponse, json_error, json_methods
-from dashboard.models import Role
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
@@ -334,7 +333,3 @@ def session_audio_wav(request, session_id):
 
 def _file_name(session) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"call-{session.session_id}")[:120]
-
-
-def listener_role_ok(membership) -> bool:  # templates: show the player
-    return membership is not None and membership.allows(membership.organization.audio_role or Role.OPERATOR)
