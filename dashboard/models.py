@@ -438,6 +438,13 @@ class AuditEntry(models.Model):
         AUDIO_LISTEN = "audio_listen", "listened to a call's audio"
         AUDIO_DOWNLOAD = "audio_download", "downloaded a call's audio"
         SETTINGS_CHANGED = "settings_changed", "changed the organization's settings"
+        ALERT_ACKNOWLEDGED = "alert_acknowledged", "acknowledged an alert"
+        ALERT_SILENCED = "alert_silenced", "silenced an alert"
+        ALERT_ASSIGNED = "alert_assigned", "assigned an alert"
+        ALERT_NOTE = "alert_note", "wrote a note on an alert"
+        ALERT_TEST_SENT = "alert_test_sent", "sent a rule's test notification"
+        SESSION_ENDED = "session_ended", "ended a live session"
+        SESSION_TEXT_SENT = "session_text_sent", "sent text into a live session"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     at = models.DateTimeField(default=timezone.now)
