@@ -67,7 +67,7 @@ async def upload_calls(
     import httpx
 
     per = int(chunk * RATE) * 2
-    timings, failures = [], []
+    timings, failures, busy = [], [], []
     limits = httpx.Limits(max_connections=len(session_ids) * 2)
     async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
 
@@ -85,11 +85,19 @@ async def upload_calls(
                     }
                     for _attempt in range(20):
                         began = time.monotonic()
-                        response = await client.put(
-                            f"/ingest/audio/{session_id}/{track}/{index}", content=body, headers=headers
-                        )
+                        try:
+                            response = await client.put(
+                                f"/ingest/audio/{session_id}/{track}/{index}", content=body, headers=headers
+                            )
+                        except httpx.HTTPError as exc:
+                            failures.append(f"{type(exc).__name__} after {time.monotonic() - began:.1f} s")
+                            break
                         if response.status_code == 404:  # the session's first message is not stored yet
                             await asyncio.sleep(0.5)
+                            continue
+                        if response.status_code == 503:  # AUDIO_MAX_PENDING: sent again later, as the package does
+                            busy.append(1)
+                            await asyncio.sleep(float(response.headers.get("Retry-After", "2")))
                             continue
                         timings.append(time.monotonic() - began)
                         if response.status_code not in (200, 201):
@@ -97,12 +105,12 @@ async def upload_calls(
                         break
 
         await asyncio.gather(*(call(s, i * chunk / len(session_ids)) for i, s in enumerate(session_ids)))
-    return timings, failures
+    return timings, failures, len(busy)
 
 
 def _uploader_process(base_url, token, session_ids, seconds, user, bot, chunk, result):
-    timings, failures = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot, chunk))
-    result.update({"timings": timings, "failures": failures})
+    timings, failures, busy = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot, chunk))
+    result.update({"timings": timings, "failures": failures, "busy": busy})
 
 
 def server_side(args) -> None:
@@ -144,6 +152,7 @@ def server_side(args) -> None:
                     result["uploads"] = len(timings)
                     result["upload_p50_ms"] = percentile(timings, 50) * 1000
                     result["upload_p99_ms"] = percentile(timings, 99) * 1000
+                    result["upload_busy"] = shared["busy"]
                     result["upload_failures"] = failures[:3] + ([f"... {len(failures)} in all"] if failures else [])
                 manager.shutdown()
                 result["audio"] = with_audio
@@ -184,8 +193,11 @@ def weigh(server) -> None:
 
 
 def row(r: dict) -> str:
+    busy = f", {r['upload_busy']} answered 503 and sent again" if r.get("upload_busy") else ""
     upload = (
-        f"{r['uploads']} PUTs, p50 {r['upload_p50_ms']:.0f} / p99 {r['upload_p99_ms']:.0f} ms{' FAILURES ' + str(r['upload_failures']) if r['upload_failures'] else ''}"
+        f"{r['uploads']} PUTs, p50 {r['upload_p50_ms']:.0f} / p99 {r['upload_p99_ms']:.0f} ms"
+        f"{busy}"
+        f"{' FAILURES ' + str(r['upload_failures']) if r['upload_failures'] else ''}"
         if r.get("audio")
         else "—"
     )

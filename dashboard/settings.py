@@ -217,6 +217,9 @@ STORAGES = {
 }
 # AUDIO_MAX_CHUNK_BYTES: the largest chunk a bot may PUT (4 MiB: over two minutes at 16 kHz).
 AUDIO_MAX_CHUNK_BYTES = envint("AUDIO_MAX_CHUNK_BYTES", str(4 * 1024 * 1024))
+# AUDIO_MAX_PENDING: chunks a process holds waiting to be stored; past it a PUT is answered 503 with
+# Retry-After at once (the bot package keeps the chunk and sends it again), not queued without end.
+AUDIO_MAX_PENDING = envint("AUDIO_MAX_PENDING", "64")
 # AUDIO_VAD_AGGRESSIVENESS: webrtcvad's 0 (hears most as speech) to 3 (least).
 AUDIO_VAD_AGGRESSIVENESS = envint("AUDIO_VAD_AGGRESSIVENESS", "2")
 # AUDIO_DEAD_AIR_SECONDS: a silence of both sides at least this long is dead air.

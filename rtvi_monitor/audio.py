@@ -36,6 +36,7 @@ import numpy as np
 import soundfile
 import webrtcvad
 from django.conf import settings
+from django.core.cache import cache
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
@@ -286,15 +287,9 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
     path = chunk_path(session, track, index, digest)
     data = encode_flac(samples, rate)
     runs = speech_runs(samples, rate, start)
-    # The analysis with this chunk, made before the write so that the write is one short transaction (a
-    # database with one writer, SQLite, is not held while it is made). Two chunks stored at once may each
-    # miss the other's speech for a moment; the next chunk, and the session's end (settle), make it from
-    # every chunk stored.
-    speech = {t: [] for t in TRACKS}
-    for other, spoken in session.audio_chunks.values_list("track", "speech"):
-        speech[other].extend(spoken)
-    speech[track].extend(runs)
-    analysis = analyse(speech["user"], speech["bot"])
+    # The session's analysis is not made here: it needs every chunk's speech, so a long call would read all
+    # of them again for each chunk (quadratic in its length) and rewrite the whole analysis inside the write
+    # transaction. `current_analysis` makes it when somebody reads it, and `settle` when the call ends.
     name = storage().save(path, ContentFile(data))  # before the row: a row never names a file that is not there
     end = start + len(samples) / rate
     try:
@@ -317,7 +312,6 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
                 chunks=F("chunks") + 1,
                 stored_bytes=F("stored_bytes") + len(data),
                 seconds=F("seconds") + len(samples) / rate,
-                analysis=analysis,
                 updated_at=timezone.now(),
             )
             if not grown:  # the session's first chunk, or one at another rate than its first
@@ -330,7 +324,6 @@ def store_chunk(session, track: str, index: int, rate: int, start: float, body: 
                         "chunks": 1,
                         "stored_bytes": len(data),
                         "seconds": len(samples) / rate,
-                        "analysis": analysis,
                     },
                 )
                 if not made:
@@ -360,6 +353,23 @@ def analysis_of(session) -> dict:
     for track, speech in session.audio_chunks.values_list("track", "speech"):
         runs[track].extend(speech)
     return analyse(runs["user"], runs["bot"])
+
+
+ANALYSIS_CACHE_SECONDS = 60
+
+
+def current_analysis(recording, session) -> dict:
+    """The recording's analysis as of the chunks stored now: the stored one once the call has ended and been
+    settled; while it is live, made from every chunk's speech, once per number of chunks stored (a page polls
+    a live call's figures every few seconds; a chunk comes every few seconds per track)."""
+    if session.status == session.Status.ENDED and recording.comparison:
+        return recording.analysis
+    key = f"audio-analysis:{recording.pk}:{recording.chunks}"
+    analysis = cache.get(key)
+    if analysis is None:
+        analysis = analysis_of(session)
+        cache.set(key, analysis, ANALYSIS_CACHE_SECONDS)
+    return analysis
 
 
 def stored_runs(session) -> dict:
@@ -466,9 +476,9 @@ def peaks_of(audio, chunks, points: int) -> dict:
 # Figures: the pages, the Overview and /metrics -----------------------------------------------------------
 
 
-def summary(recording, comparison: list[dict]) -> dict:
+def summary(recording, comparison: list[dict], analysis: dict | None = None) -> dict:
     """The recording's figures beside the messages': medians of the same turns, and of their differences."""
-    analysis = recording.analysis or {}
+    analysis = (recording.analysis if analysis is None else analysis) or {}
     reported = [row["reported_seconds"] for row in comparison if row.get("audio_seconds") is not None]
     differences = [row["difference_seconds"] for row in comparison if row.get("difference_seconds") is not None]
     return {

@@ -89,11 +89,32 @@ def _number_header(request, name: str, kind, low, high):
     return value
 
 
+class _Pending:
+    """Chunks this process has taken and not yet answered (they wait for the audio thread)."""
+
+    count = 0
+
+
 @json_methods("PUT")
 async def ingest_chunk(request, session_id, track, index):
     """A chunk is stored on the audio's own thread (rtvi_monitor/dbthread.py, AUDIO_THREAD): its encoding and
-    analysis never queue behind pages' views, nor pages behind them, and one chunk at a time is written."""
-    return await in_db_thread(_ingest_chunk, request, session_id, track, index, executor=AUDIO_THREAD)
+    analysis never queue behind pages' views, nor pages behind them, and one chunk at a time is written.
+    Past AUDIO_MAX_PENDING waiting chunks the answer is 503 at once: a bot sends the chunk again later, and
+    an overloaded process does not hold requests until they time out."""
+    if _Pending.count >= settings.AUDIO_MAX_PENDING:
+        metrics.AUDIO_BUSY.inc()
+        response = json_error(
+            f"This server has {_Pending.count} chunks waiting to be stored (AUDIO_MAX_PENDING); "
+            "nothing was stored: send this chunk again after Retry-After seconds.",
+            503,
+        )
+        response["Retry-After"] = "2"
+        return response
+    _Pending.count += 1
+    try:
+        return await in_db_thread(_ingest_chunk, request, session_id, track, index, executor=AUDIO_THREAD)
+    finally:
+        _Pending.count -= 1
 
 
 def _ingest_chunk(request, session_id, track, index):
@@ -187,16 +208,19 @@ def reported_turns(session) -> list[dict]:
     return turns
 
 
-def comparison_of(recording, session) -> list[dict]:
+def comparison_of(recording, session, analysis: dict | None = None) -> list[dict]:
     """The recording's turns beside the messages': stored once the call has ended, else made now."""
     if session.status == Session.Status.ENDED and recording.comparison:
         return recording.comparison
-    return audio.compare((recording.analysis or {}).get("turns", []), reported_turns(session))
+    if analysis is None:
+        analysis = audio.current_analysis(recording, session)
+    return audio.compare(analysis.get("turns", []), reported_turns(session))
 
 
 def audio_summary(recording, session) -> dict:
     """The figures a page shows of a recording (a viewer's too: no sound, no words)."""
-    return audio.summary(recording, comparison_of(recording, session))
+    analysis = audio.current_analysis(recording, session)
+    return audio.summary(recording, comparison_of(recording, session, analysis), analysis)
 
 
 @json_methods("GET")
@@ -211,8 +235,8 @@ def session_audio(request, session_id):
         return StrictJsonResponse(
             {"recorded": False, "why": why or "the bot sent no audio (it records with RTVI_DASHBOARD_RECORD_AUDIO=1)"}
         )
-    analysis = dict(recording.analysis)
-    comparison = comparison_of(recording, session)
+    analysis = audio.current_analysis(recording, session)
+    comparison = comparison_of(recording, session, analysis)
     listener = listen_refusal(request) is None
     return StrictJsonResponse(
         {
@@ -226,7 +250,7 @@ def session_audio(request, session_id):
             "stored_bytes": recording.stored_bytes,
             "analysis": analysis,
             "comparison": comparison,
-            "summary": audio.summary(recording, comparison),
+            "summary": audio.summary(recording, comparison, analysis),
             "listen": listener,
             "listen_role": request.organization.audio_role,
         }

@@ -53,6 +53,11 @@ AUDIO_SECONDS = Counter(
     ["organization", "agent", "track"],
     registry=REGISTRY,
 )
+AUDIO_BUSY = Counter(
+    "rtvi_audio_busy",
+    "Audio chunks answered 503 because AUDIO_MAX_PENDING chunks were waiting to be stored",
+    registry=REGISTRY,
+)
 AUDIO_VOICE_TO_VOICE = Histogram(
     "rtvi_audio_voice_to_voice_seconds",
     "Measured on the call's audio: the caller stops speaking to the bot's audio starting, per turn",

@@ -161,6 +161,15 @@ def test_recording_is_off_until_the_organization_opts_in_and_then_only_for_its_a
     }
 
 
+def test_an_overloaded_server_answers_at_once_and_stores_nothing(token, call, settings):
+    settings.AUDIO_MAX_PENDING = 0  # as if that many chunks were already waiting for the audio thread
+    answer = put(token, "call-1", "user", 0, speak("Hello."))
+    assert answer.status_code == 503 and answer["Retry-After"] == "2"
+    assert "AUDIO_MAX_PENDING" in answer.json()["error"] and not AudioChunk.objects.exists()
+    settings.AUDIO_MAX_PENDING = 64
+    assert put(token, "call-1", "user", 0, speak("Hello.")).status_code == 201
+
+
 def test_a_bot_that_resumes_learns_what_is_stored(token, call):
     samples = speak("Let me check.")
     for index in (0, 1, 2, 5):
@@ -172,7 +181,9 @@ def test_a_bot_that_resumes_learns_what_is_stored(token, call):
 def test_the_audio_measures_each_turn_and_the_barge_in(token, call):
     user, bot, truth = conversation()
     upload_call(token, "call-1", user, bot)
-    analysis = SessionAudio.objects.get().analysis
+    recording = SessionAudio.objects.get()
+    assert recording.analysis == {}  # not made per chunk (it reads every chunk): made when read, and at the end
+    analysis = audio.current_analysis(recording, call)
     (turn,) = analysis["turns"]
     assert turn["user_stopped_at"] == pytest.approx(T0 + truth["user_stop"], abs=0.08)
     assert turn["bot_started_at"] == pytest.approx(T0 + truth["bot_start"], abs=0.08)
