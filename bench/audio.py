@@ -108,7 +108,9 @@ async def upload_calls(
     return timings, failures, len(busy)
 
 
-def _uploader_process(base_url, token, session_ids, seconds, user, bot, chunk, result):
+def _uploader_process(base_url, token, session_ids, seconds, user, bot, chunk, result, nice=0):
+    if nice:  # the uploads stand for bots on other machines: their client's CPU is not the server's
+        os.nice(nice)
     timings, failures, busy = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot, chunk))
     result.update({"timings": timings, "failures": failures, "busy": busy})
 
@@ -142,7 +144,17 @@ def server_side(args) -> None:
                 if with_audio:
                     uploader = multiprocessing.get_context("spawn").Process(
                         target=_uploader_process,
-                        args=(uploads_to.url, target.token, sessions, args.seconds, user, bot, CHUNK, shared),
+                        args=(
+                            uploads_to.url,
+                            target.token,
+                            sessions,
+                            args.seconds,
+                            user,
+                            bot,
+                            CHUNK,
+                            shared,
+                            args.uploader_nice,
+                        ),
                     )
                     uploader.start()
                 result = run_load(target, args.bots, args.rate, args.seconds, 1, tag, args.generators, False)
@@ -278,6 +290,12 @@ def main() -> None:
     parser.add_argument(
         "--audio-process", action="store_true", help="uploads go to a second server process, as DEPLOY.md advises"
     )
+    parser.add_argument(
+        "--uploader-nice",
+        type=int,
+        default=0,
+        help="the audio load generator's nice value (it stands for bots elsewhere; its CPU is not the server's)",
+    )
     parser.add_argument("--audio-nice", type=int, default=0, help="with --audio-process: its nice value (e.g. 10)")
     parser.add_argument(
         "--chunk-seconds", type=float, default=CHUNK, help="seconds of audio a chunk holds (10, as the bot package)"
@@ -289,7 +307,9 @@ def main() -> None:
     )
     if not args.skip_server:
         print(
-            f"{args.bots} calls x {args.rate:g} msg/s, 1 browser each, {args.seconds:g} s per run; audio: 2 tracks x {RATE} Hz, {CHUNK:g} s chunks"
+            f"{args.bots} calls x {args.rate:g} msg/s, 1 browser each, {args.seconds:g} s per run; audio: 2 tracks x {RATE} Hz, {CHUNK:g} s chunks; "
+            f"uploads served {'by a process of their own' if args.audio_process else 'in the same process'}"
+            f"{f' at nice {args.audio_nice}' if args.audio_nice else ''}; uploader at nice {args.uploader_nice}"
         )
         print("| run | delivered msg/s | p50 ms | p99 ms | lost | server CPU | peak MB | audio uploads |")
         print("|---|---|---|---|---|---|---|---|")
