@@ -26,8 +26,8 @@ from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Coalesce
 
 from dashboard import agents as agents_service
-from dashboard import platform
-from dashboard.api import iso_ms
+from dashboard import pipecat_cloud
+from dashboard.builtin_api import iso_ms
 from rtvi_monitor.models import Session
 from rtvi_monitor.sessions import BUCKET_MS, histogram_percentile, latency_bucket
 
@@ -227,8 +227,8 @@ async def session_platform(organization, session: Session) -> dict | None:
     if not name:
         return None
     record, logs = await asyncio.gather(
-        platform.get_platform_session(organization, name, session.session_id),
-        platform.get_logs(organization, name, session_id=session.session_id, limit=SESSION_LOG_LINES, order="asc"),
+        pipecat_cloud.get_platform_session(organization, name, session.session_id),
+        pipecat_cloud.get_logs(organization, name, session_id=session.session_id, limit=SESSION_LOG_LINES, order="asc"),
     )
     if record.value is None and not record.error:
         return None

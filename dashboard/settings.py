@@ -284,7 +284,7 @@ AGENTS_PAGE_WAIT = envfloat("AGENTS_PAGE_WAIT", "2")
 # (the Refresh button still asks).
 AGENTS_FAILURE_BACKOFF = envfloat("AGENTS_FAILURE_BACKOFF", "15")
 # PLATFORM_CACHE_TTL: seconds an agent's status, a page of its sessions or of
-# its logs (dashboard/platform.py: the rest of the agents API) is served from
+# its logs (dashboard/pipecat_cloud.py: the rest of the agents API) is served from
 # the cache as is; the failure back-off and page wait above apply to them too.
 PLATFORM_CACHE_TTL = envint("PLATFORM_CACHE_TTL", "10")
 # PLATFORM_ENDED_SESSION_TTL: the same for an ended session's record, which

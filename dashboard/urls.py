@@ -5,7 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import api, audit_views, errors, org_admin, platform_api, views
+from dashboard import api, audit_views, builtin_api, errors, org_admin, views
 from dashboard.login import ThrottledAuthenticationForm
 from rtvi_monitor import alert_views, otlp
 
@@ -31,15 +31,15 @@ urlpatterns = [
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
     path("agents/<str:agent_id>/", views.agent_detail, name="agent_detail"),
     path("api/agents/", api.agents_json, name="agents_json"),
-    path("v1/agents", api.agents, name="v1_agents"),
-    path("v1/agents/<str:agent_name>", platform_api.agent_detail, name="v1_agent"),
-    path("v1/agents/<str:agent_name>/sessions", platform_api.agent_session_list, name="v1_agent_sessions"),
+    path("v1/agents", builtin_api.agents, name="v1_agents"),
+    path("v1/agents/<str:agent_name>", builtin_api.agent_detail, name="v1_agent"),
+    path("v1/agents/<str:agent_name>/sessions", builtin_api.agent_session_list, name="v1_agent_sessions"),
     path(
         "v1/agents/<str:agent_name>/sessions/<str:session_id>",
-        platform_api.agent_session_detail,
+        builtin_api.agent_session_detail,
         name="v1_agent_session",
     ),
-    path("v1/agents/<str:agent_name>/logs", platform_api.agent_logs, name="v1_agent_logs"),
+    path("v1/agents/<str:agent_name>/logs", builtin_api.agent_logs, name="v1_agent_logs"),
     path("v1/traces", otlp.traces, name="v1_traces"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),

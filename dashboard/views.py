@@ -14,7 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import agents as agents_service
-from dashboard import platform, platform_join
+from dashboard import pipecat_cloud, platform_join
 from dashboard.auth import member_required
 from rtvi_monitor.models import Alert
 from rtvi_monitor.sessions import agent_overview, overview
@@ -209,8 +209,8 @@ async def agent_detail(request, agent_id):
         params, problems = _agent_page_params(request.GET)
         now = timezone.now()
         status, sessions_page, sample, logs = await asyncio.gather(
-            platform.get_agent_status(organization, agent.name),
-            platform.get_platform_sessions(
+            pipecat_cloud.get_agent_status(organization, agent.name),
+            pipecat_cloud.get_platform_sessions(
                 organization,
                 agent.name,
                 limit=SESSIONS_PAGE,
@@ -221,8 +221,8 @@ async def agent_detail(request, agent_id):
             ),
             # The newest sessions, whatever the time: one cache key, so an outage shows the last good
             # sample (deployments() keeps those of its window).
-            platform.get_platform_sessions(organization, agent.name, limit=platform_join.PLATFORM_SAMPLE),
-            platform.get_logs(
+            pipecat_cloud.get_platform_sessions(organization, agent.name, limit=platform_join.PLATFORM_SAMPLE),
+            pipecat_cloud.get_logs(
                 organization,
                 agent.name,
                 limit=LOGS_PAGE,

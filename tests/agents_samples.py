@@ -5,6 +5,7 @@ import asyncio
 import httpx
 
 from dashboard import agents as service
+from dashboard import upstream
 
 BASE = "https://api.pipecat.example/v1"
 URL = f"{BASE}/agents"
@@ -59,7 +60,7 @@ class Trickle(httpx.AsyncByteStream):
 
 async def background_fetches():
     """Let the fetches that pages stopped waiting for finish."""
-    await asyncio.gather(*service._refreshes.values(), return_exceptions=True)
+    await asyncio.gather(*upstream._refreshes.values(), return_exceptions=True)
 
 
 async def expire(organization, include_deployment=False):

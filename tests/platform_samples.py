@@ -7,7 +7,7 @@ agent (status, sessions, one session, logs) with their filters and paging,
 for tests of the client and of the pages built on it:
 
     fake = fake_pipecat_cloud(httpx_mock, sessions=make_sessions(1000), logs=make_logs(10_000))
-    page = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="active")
+    page = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="active")
 """
 
 import re

@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 from dashboard import agents as service
-from dashboard.agents import AgentsAPIError, fetch_agents, get_agents
+from dashboard.agents import fetch_agents, get_agents
 from dashboard.models import Organization
+from dashboard.upstream import AgentsAPIError
 from tests.agents_samples import (
     AGENT,
     BASE,

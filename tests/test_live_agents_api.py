@@ -4,8 +4,9 @@ import asyncio
 
 import pytest
 
-from dashboard.agents import AgentsAPIError, fetch_agents, get_agents
+from dashboard.agents import fetch_agents, get_agents
 from dashboard.models import Organization
+from dashboard.upstream import AgentsAPIError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""dashboard/platform.py against a faked Pipecat Cloud (pytest-httpx): shapes, parameters, errors, cache."""
+"""dashboard/pipecat_cloud.py against a faked Pipecat Cloud (pytest-httpx): shapes, parameters, errors, cache."""
 
 import asyncio
 import json
@@ -10,10 +10,10 @@ import httpx
 import pytest
 from django.core.cache import cache
 
-from dashboard import platform
-from dashboard.agents import AgentsAPIError
+from dashboard import pipecat_cloud
 from dashboard.models import Organization
-from dashboard.platform import completion_status_failed, log_level, parse_timestamp
+from dashboard.pipecat_cloud import completion_status_failed, log_level, parse_timestamp
+from dashboard.upstream import AgentsAPIError
 from tests.agents_samples import BASE, KEY, Trickle, background_fetches
 from tests.platform_samples import (
     ACTIVE_SESSION,
@@ -43,16 +43,18 @@ def _fast(fast_retries):
 
 # Each endpoint's fetch (with a key, by default the right one) and cached get, for the cases they share.
 FETCHES = {
-    "status": lambda key=KEY: platform.fetch_agent_status(BASE, key, AGENT_NAME),
-    "sessions": lambda key=KEY: platform.fetch_platform_sessions(BASE, key, AGENT_NAME),
-    "session": lambda key=KEY: platform.fetch_platform_session(BASE, key, AGENT_NAME, SESSION_ID),
-    "logs": lambda key=KEY: platform.fetch_logs(BASE, key, AGENT_NAME),
+    "status": lambda key=KEY: pipecat_cloud.fetch_agent_status(BASE, key, AGENT_NAME),
+    "sessions": lambda key=KEY: pipecat_cloud.fetch_platform_sessions(BASE, key, AGENT_NAME),
+    "session": lambda key=KEY: pipecat_cloud.fetch_platform_session(BASE, key, AGENT_NAME, SESSION_ID),
+    "logs": lambda key=KEY: pipecat_cloud.fetch_logs(BASE, key, AGENT_NAME),
 }
 GETS = {
-    "status": lambda org, refresh=False: platform.get_agent_status(org, AGENT_NAME, refresh=refresh),
-    "sessions": lambda org, refresh=False: platform.get_platform_sessions(org, AGENT_NAME, refresh=refresh),
-    "session": lambda org, refresh=False: platform.get_platform_session(org, AGENT_NAME, SESSION_ID, refresh=refresh),
-    "logs": lambda org, refresh=False: platform.get_logs(org, AGENT_NAME, refresh=refresh),
+    "status": lambda org, refresh=False: pipecat_cloud.get_agent_status(org, AGENT_NAME, refresh=refresh),
+    "sessions": lambda org, refresh=False: pipecat_cloud.get_platform_sessions(org, AGENT_NAME, refresh=refresh),
+    "session": lambda org, refresh=False: pipecat_cloud.get_platform_session(
+        org, AGENT_NAME, SESSION_ID, refresh=refresh
+    ),
+    "logs": lambda org, refresh=False: pipecat_cloud.get_logs(org, AGENT_NAME, refresh=refresh),
 }
 BODIES = {"status": AGENT_STATUS, "sessions": SESSIONS_BODY, "session": SESSION_DETAIL, "logs": LOGS_BODY}
 endpoints = pytest.mark.parametrize("endpoint", list(FETCHES))
@@ -68,7 +70,7 @@ def sent(httpx_mock) -> httpx.Request:
 
 async def test_an_agents_status_is_read_from_the_reference_shape(httpx_mock):
     httpx_mock.add_response(url=AGENT_URL, json=AGENT_STATUS)
-    status = await platform.fetch_agent_status(BASE, KEY, AGENT_NAME)
+    status = await pipecat_cloud.fetch_agent_status(BASE, KEY, AGENT_NAME)
     assert (status.name, status.region, status.ready, status.available) == (AGENT_NAME, "us-west", True, True)
     assert status.active_deployment_id == DEPLOYMENT_ID and status.active_deployment_ready is True
     assert status.active_session_count == 2
@@ -82,7 +84,7 @@ async def test_an_agents_status_is_read_from_the_reference_shape(httpx_mock):
 async def test_a_status_reads_min_and_max_agents_and_tolerates_missing_optional_fields(httpx_mock):
     lean = {"name": AGENT_NAME, "ready": False, "available": True, "autoScaling": {"minAgents": 0, "maxAgents": 3}}
     httpx_mock.add_response(url=AGENT_URL, json={**lean, "desiredDeploymentId": "new", "reconciledDeploymentId": "old"})
-    status = await platform.fetch_agent_status(BASE, KEY, AGENT_NAME)
+    status = await pipecat_cloud.fetch_agent_status(BASE, KEY, AGENT_NAME)
     assert (status.min_agents, status.max_agents) == (0, 3)
     assert status.deployment is None and status.region == "" and status.active_session_count is None
     assert status.active_deployment_id == "new"  # activeDeploymentId is deprecated for desiredDeploymentId
@@ -91,7 +93,7 @@ async def test_a_status_reads_min_and_max_agents_and_tolerates_missing_optional_
 
 async def test_sessions_are_read_with_their_start_completion_and_duration(httpx_mock):
     httpx_mock.add_response(url=re.compile(rf"{re.escape(AGENT_URL)}/sessions\?.*"), json=SESSIONS_BODY)
-    page = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME)
+    page = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME)
     assert page.total_count == 330 and page.next_offset == 3
     active, warm, cold = page.sessions
 
@@ -111,7 +113,7 @@ async def test_sessions_are_read_with_their_start_completion_and_duration(httpx_
 
 async def test_a_session_record_has_its_resource_metrics_and_meetings(httpx_mock):
     httpx_mock.add_response(url=f"{AGENT_URL}/sessions/{SESSION_ID}", json=SESSION_DETAIL)
-    session = await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
+    session = await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
     metrics = session.resource_metrics
     assert metrics.sample_count == 3
     assert metrics.cpu_millicores == {"p50": 150, "p90": 280, "p95": 320, "p99": 450}
@@ -124,7 +126,7 @@ async def test_a_session_record_has_its_resource_metrics_and_meetings(httpx_mock
 async def test_meeting_ids_may_be_plain_strings_and_metrics_may_be_missing(httpx_mock):
     body = {**WARM_COMPLETED_SESSION, "meetingIds": ["m-1"], "resourceMetrics": None}
     httpx_mock.add_response(url=f"{AGENT_URL}/sessions/{SESSION_ID}", json=body)
-    session = await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
+    session = await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
     assert session.meeting_ids == ["m-1"] and session.resource_metrics is None
 
 
@@ -148,7 +150,7 @@ async def test_the_failed_rule(httpx_mock, status, failed):
     httpx_mock.add_response(
         url=f"{AGENT_URL}/sessions/{SESSION_ID}", json={**SESSION_DETAIL, "completionStatus": status}
     )
-    session = await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
+    session = await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID)
     assert session.failed is failed
     assert session.completion_status == (None if status is None else str(status))
     assert completion_status_failed(session.completion_status) is failed
@@ -156,12 +158,12 @@ async def test_the_failed_rule(httpx_mock, status, failed):
 
 async def test_a_numeric_completion_status_sent_as_a_float_is_its_code():
     body = {**WARM_COMPLETED_SESSION, "completionStatus": 502.0}
-    assert platform.parse_platform_session(body).completion_status == "502"
+    assert pipecat_cloud.parse_platform_session(body).completion_status == "502"
 
 
 async def test_log_lines_keep_the_nanoseconds_and_read_time_and_level(httpx_mock):
     httpx_mock.add_response(url=re.compile(rf"{re.escape(AGENT_URL)}/logs\?.*"), json=LOGS_BODY)
-    page = await platform.fetch_logs(BASE, KEY, AGENT_NAME)
+    page = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME)
     assert (page.total, page.relation) == (79, "eq")
     error, warning, info = page.logs
     assert info.level == "INFO" and info.text.startswith("INFO:     Uvicorn running")
@@ -215,7 +217,7 @@ def test_timestamps_are_read_to_microseconds(text, expected):
 async def test_a_log_line_with_an_unreadable_time_is_kept_with_its_raw_text(httpx_mock):
     body = {"total": {"value": 1, "relation": "gte"}, "logs": [{"log": "INFO: hi", "timestamp": "soon"}]}
     httpx_mock.add_response(url=re.compile(rf"{re.escape(AGENT_URL)}/logs\?.*"), json=body)
-    page = await platform.fetch_logs(BASE, KEY, AGENT_NAME)
+    page = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME)
     (line,) = page.logs
     assert line.timestamp is None and line.timestamp_raw == "soon" and page.relation == "gte"
 
@@ -271,7 +273,7 @@ async def test_a_wrong_shape_says_what_was_wrong_and_where(httpx_mock, endpoint,
 async def test_sessions_send_every_filter_with_times_as_unix_seconds(httpx_mock):
     httpx_mock.add_response(json={"total_count": 0, "sessions": []})
     start = datetime(2025, 10, 22, 8, 0, 0, 500000, tzinfo=UTC)
-    await platform.fetch_platform_sessions(
+    await pipecat_cloud.fetch_platform_sessions(
         BASE,
         KEY,
         AGENT_NAME,
@@ -299,7 +301,7 @@ async def test_sessions_send_every_filter_with_times_as_unix_seconds(httpx_mock)
 
 async def test_a_naive_time_is_read_as_utc_and_unset_filters_are_not_sent(httpx_mock):
     httpx_mock.add_response(json={"total_count": 0, "sessions": []})
-    await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_time=datetime(2025, 10, 22, 8, 0, 0))
+    await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_time=datetime(2025, 10, 22, 8, 0, 0))
     assert dict(sent(httpx_mock).url.params) == {
         "limit": "50",
         "offset": "0",
@@ -311,7 +313,7 @@ async def test_a_naive_time_is_read_as_utc_and_unset_filters_are_not_sent(httpx_
 
 async def test_logs_send_every_filter(httpx_mock):
     httpx_mock.add_response(json={"total": {"value": 0, "relation": "eq"}, "logs": []})
-    await platform.fetch_logs(
+    await pipecat_cloud.fetch_logs(
         BASE,
         KEY,
         AGENT_NAME,
@@ -341,11 +343,11 @@ async def test_logs_send_every_filter(httpx_mock):
 @pytest.mark.parametrize(
     "call,path",
     [
-        (lambda: platform.fetch_agent_status(BASE, KEY, "bot/../x y"), "/v1/agents/bot%2F..%2Fx%20y"),
-        (lambda: platform.fetch_platform_sessions(BASE, KEY, "a/b"), "/v1/agents/a%2Fb/sessions"),
-        (lambda: platform.fetch_logs(BASE, KEY, "a?b"), "/v1/agents/a%3Fb/logs"),
+        (lambda: pipecat_cloud.fetch_agent_status(BASE, KEY, "bot/../x y"), "/v1/agents/bot%2F..%2Fx%20y"),
+        (lambda: pipecat_cloud.fetch_platform_sessions(BASE, KEY, "a/b"), "/v1/agents/a%2Fb/sessions"),
+        (lambda: pipecat_cloud.fetch_logs(BASE, KEY, "a?b"), "/v1/agents/a%3Fb/logs"),
         (
-            lambda: platform.fetch_platform_session(BASE, KEY, "a b", "s/1?x#y"),
+            lambda: pipecat_cloud.fetch_platform_session(BASE, KEY, "a b", "s/1?x#y"),
             "/v1/agents/a%20b/sessions/s%2F1%3Fx%23y",
         ),
     ],
@@ -360,14 +362,14 @@ async def test_names_and_session_ids_are_quoted_as_one_path_segment(httpx_mock, 
 @pytest.mark.parametrize(
     "call,words",
     [
-        (lambda: platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="live"), "status must be one of"),
-        (lambda: platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_type="hot"), "start_type must be"),
-        (lambda: platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=0), "limit must be"),
-        (lambda: platform.fetch_logs(BASE, KEY, AGENT_NAME, offset=-1), "offset must be"),
-        (lambda: platform.fetch_logs(BASE, KEY, AGENT_NAME, order="newest"), "order must be one of asc, desc"),
-        (lambda: platform.fetch_logs(BASE, KEY, AGENT_NAME, start_time="yesterday"), "a time must be"),
-        (lambda: platform.fetch_agent_status(BASE, KEY, ""), "agent_name must be a non-empty string"),
-        (lambda: platform.fetch_platform_session(BASE, KEY, AGENT_NAME, ""), "session_id must be"),
+        (lambda: pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="live"), "status must be one of"),
+        (lambda: pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_type="hot"), "start_type must be"),
+        (lambda: pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=0), "limit must be"),
+        (lambda: pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, offset=-1), "offset must be"),
+        (lambda: pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, order="newest"), "order must be one of asc, desc"),
+        (lambda: pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, start_time="yesterday"), "a time must be"),
+        (lambda: pipecat_cloud.fetch_agent_status(BASE, KEY, ""), "agent_name must be a non-empty string"),
+        (lambda: pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, ""), "session_id must be"),
     ],
 )
 async def test_an_argument_outside_the_documented_values_is_a_value_error_and_never_sent(httpx_mock, call, words):
@@ -396,7 +398,7 @@ async def test_a_404_names_the_agent(httpx_mock, endpoint):
 
 async def test_a_404_for_a_session_is_an_answer_not_an_error(httpx_mock):
     httpx_mock.add_response(status_code=404, json={"error": "Session not found", "code": "404"})
-    assert await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID) is None
+    assert await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, SESSION_ID) is None
 
 
 async def test_a_400_quotes_the_upstreams_reason(httpx_mock):
@@ -404,7 +406,7 @@ async def test_a_400_quotes_the_upstreams_reason(httpx_mock):
     with pytest.raises(
         AgentsAPIError, match=r'rejected the request .* \(HTTP 400\)\. The API said: "Invalid parameters"'
     ):
-        await platform.fetch_logs(BASE, KEY, AGENT_NAME)
+        await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME)
 
 
 @endpoints
@@ -479,18 +481,18 @@ async def test_a_second_load_is_served_from_the_cache(httpx_mock, organization, 
 
 async def test_every_parameter_and_the_organization_are_part_of_the_cache_key(httpx_mock, organization):
     fake_pipecat_cloud(httpx_mock, sessions=make_sessions(100))
-    await platform.get_platform_sessions(organization, AGENT_NAME, limit=10)
-    await platform.get_platform_sessions(organization, AGENT_NAME, limit=10)  # cached
-    await platform.get_platform_sessions(organization, AGENT_NAME, limit=10, offset=10)
-    await platform.get_platform_sessions(organization, AGENT_NAME, limit=10, status="active")
-    await platform.get_platform_sessions(organization, AGENT_NAME, limit=10, deployment_id=DEPLOYMENT_ID)
-    await platform.get_platform_sessions(
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10)
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10)  # cached
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10, offset=10)
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10, status="active")
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10, deployment_id=DEPLOYMENT_ID)
+    await pipecat_cloud.get_platform_sessions(
         organization, AGENT_NAME, limit=10, start_time=datetime(2025, 10, 1, tzinfo=UTC)
     )
-    await platform.get_logs(organization, AGENT_NAME, query="a")
-    await platform.get_logs(organization, AGENT_NAME, query="b")
+    await pipecat_cloud.get_logs(organization, AGENT_NAME, query="a")
+    await pipecat_cloud.get_logs(organization, AGENT_NAME, query="b")
     other = Organization(name="Globex", agents_api_base_url=BASE, agents_api_key=KEY)
-    await platform.get_platform_sessions(other, AGENT_NAME, limit=10)
+    await pipecat_cloud.get_platform_sessions(other, AGENT_NAME, limit=10)
     assert len(httpx_mock.get_requests()) == 8
 
 
@@ -500,7 +502,7 @@ async def test_twenty_concurrent_cold_loads_make_one_upstream_request(httpx_mock
         return httpx.Response(200, json=LOGS_BODY)
 
     httpx_mock.add_callback(slow_upstream, is_reusable=True)
-    results = await asyncio.gather(*(platform.get_logs(organization, AGENT_NAME, query="x") for _ in range(20)))
+    results = await asyncio.gather(*(pipecat_cloud.get_logs(organization, AGENT_NAME, query="x") for _ in range(20)))
     assert len(httpx_mock.get_requests()) == 1
     assert all(r.value.total == 79 and not r.error for r in results)
 
@@ -520,7 +522,7 @@ async def test_a_failing_upstream_serves_the_last_good_answer_with_its_age(httpx
 
 async def test_a_failing_upstream_with_no_history_gives_no_value_and_the_error(httpx_mock, organization):
     httpx_mock.add_response(status_code=401)
-    fetched = await platform.get_agent_status(organization, AGENT_NAME)
+    fetched = await pipecat_cloud.get_agent_status(organization, AGENT_NAME)
     assert fetched.value is None and fetched.fetched_at is None and not fetched.stale
     assert "refused the key" in fetched.error
 
@@ -528,7 +530,7 @@ async def test_a_failing_upstream_with_no_history_gives_no_value_and_the_error(h
 async def test_after_a_failure_loads_wait_out_the_backoff(httpx_mock, organization, short_waits):
     httpx_mock.add_response(status_code=404, json={"error": "Not found"})
     for _ in range(5):
-        fetched = await platform.get_logs(organization, AGENT_NAME)
+        fetched = await pipecat_cloud.get_logs(organization, AGENT_NAME)
         assert fetched.value is None and "has no agent named" in fetched.error
     assert len(httpx_mock.get_requests()) == 1
 
@@ -537,12 +539,12 @@ async def test_an_unknown_session_is_none_without_an_error_and_cached_briefly(ht
     settings.PLATFORM_CACHE_TTL = 1
     httpx_mock.add_response(status_code=404, json={"error": "Session not found", "code": "404"}, is_reusable=True)
     for _ in range(3):
-        fetched = await platform.get_platform_session(organization, AGENT_NAME, "never-ran-here")
+        fetched = await pipecat_cloud.get_platform_session(organization, AGENT_NAME, "never-ran-here")
         assert fetched.value is None and fetched.error == "" and not fetched.stale and fetched.fetched_at
     assert len(httpx_mock.get_requests()) == 1
 
     await asyncio.sleep(1.1)  # PLATFORM_CACHE_TTL: the session may have appeared since
-    await platform.get_platform_session(organization, AGENT_NAME, "never-ran-here")
+    await pipecat_cloud.get_platform_session(organization, AGENT_NAME, "never-ran-here")
     await background_fetches()
     assert len(httpx_mock.get_requests()) == 2
 
@@ -552,11 +554,11 @@ async def test_an_ended_session_is_cached_longer_than_an_active_one(httpx_mock, 
     settings.PLATFORM_ENDED_SESSION_TTL = 60
     fake_pipecat_cloud(httpx_mock)
     ended, active = WARM_COMPLETED_SESSION["sessionId"], ACTIVE_SESSION["sessionId"]
-    assert (await platform.get_platform_session(organization, AGENT_NAME, ended)).value.resource_metrics
-    assert (await platform.get_platform_session(organization, AGENT_NAME, active)).value.active
+    assert (await pipecat_cloud.get_platform_session(organization, AGENT_NAME, ended)).value.resource_metrics
+    assert (await pipecat_cloud.get_platform_session(organization, AGENT_NAME, active)).value.active
     await asyncio.sleep(1.1)
-    assert not (await platform.get_platform_session(organization, AGENT_NAME, ended)).error
-    await platform.get_platform_session(organization, AGENT_NAME, active)
+    assert not (await pipecat_cloud.get_platform_session(organization, AGENT_NAME, ended)).error
+    await pipecat_cloud.get_platform_session(organization, AGENT_NAME, active)
     await background_fetches()
     paths = [r.url.path.rsplit("/", 1)[1] for r in httpx_mock.get_requests()]
     assert paths == [ended, active, active]
@@ -569,19 +571,19 @@ async def test_a_hung_upstream_costs_a_page_no_more_than_the_page_wait(httpx_moc
 
     httpx_mock.add_callback(hung)
     started = time.monotonic()
-    fetched = await platform.get_agent_status(organization, AGENT_NAME)
+    fetched = await pipecat_cloud.get_agent_status(organization, AGENT_NAME)
     assert time.monotonic() - started < 0.45
     assert fetched.value is None and "has not answered within 0.2 s" in fetched.error
     await background_fetches()
-    assert (await platform.get_agent_status(organization, AGENT_NAME)).value.name == AGENT_NAME
+    assert (await pipecat_cloud.get_agent_status(organization, AGENT_NAME)).value.name == AGENT_NAME
 
 
 async def test_the_cache_holds_the_upstreams_plain_json(httpx_mock, organization):
     """Entries must survive pickling into Redis and a change of the dataclasses: the API's body is kept."""
     httpx_mock.add_response(json=SESSIONS_BODY)
-    await platform.get_platform_sessions(organization, AGENT_NAME)
-    call = platform._sessions_call(AGENT_NAME, platform.SessionFilters())
-    prefix = platform._cache_prefix(organization, BASE, call)
+    await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME)
+    call = pipecat_cloud._sessions_call(AGENT_NAME, pipecat_cloud.SessionFilters())
+    prefix = pipecat_cloud._cache_prefix(organization, BASE, call)
     assert prefix.startswith(f"platform:{organization.pk}:")
     entry = await cache.aget(f"{prefix}:fresh")
     assert entry["body"] == SESSIONS_BODY and isinstance(entry["fetched_at"], float)
@@ -596,16 +598,16 @@ async def test_the_fake_answers_every_endpoint_with_filters(httpx_mock):
     logs = make_logs(10_000, sessions[-20:])
     fake_pipecat_cloud(httpx_mock, sessions=sessions, logs=logs)
 
-    page = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=50, offset=100)
+    page = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=50, offset=100)
     assert page.total_count == 1000 and len(page.sessions) == 50 and page.next_offset == 150
     assert page.sessions[0].session_id == "sess-00899"  # newest first
-    active = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="active")
+    active = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, status="active")
     assert active.total_count == 5 and all(s.active for s in active.sessions)
-    cold = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_type="cold", limit=1000)
+    cold = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, start_type="cold", limit=1000)
     assert cold.total_count == 143 and all(s.cold_start for s in cold.sessions)
-    old = await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, deployment_id=OLD_DEPLOYMENT_ID, limit=1)
+    old = await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, deployment_id=OLD_DEPLOYMENT_ID, limit=1)
     assert old.total_count == 500
-    window = await platform.fetch_platform_sessions(
+    window = await pipecat_cloud.fetch_platform_sessions(
         BASE,
         KEY,
         AGENT_NAME,
@@ -614,32 +616,32 @@ async def test_the_fake_answers_every_endpoint_with_filters(httpx_mock):
     )
     assert window.total_count == 61  # minutes 60 to 120, both ends included
     failed = [
-        s for s in (await platform.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=1000)).sessions if s.failed
+        s for s in (await pipecat_cloud.fetch_platform_sessions(BASE, KEY, AGENT_NAME, limit=1000)).sessions if s.failed
     ]
     # Every 10th (HTTP_ERROR) and every other 13th (HTTP 500, a number); WS_CONNECTION_CLOSED is no failure.
     assert len(failed) == sum(s["completionStatus"] in ("HTTP_ERROR", 500) for s in sessions) == 169
 
-    newest = await platform.fetch_logs(BASE, KEY, AGENT_NAME, limit=10)
+    newest = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, limit=10)
     assert newest.total == 10_000 and newest.relation == "eq"
     assert newest.logs[0].timestamp > newest.logs[-1].timestamp
-    oldest = await platform.fetch_logs(BASE, KEY, AGENT_NAME, limit=3, order="asc")
+    oldest = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, limit=3, order="asc")
     assert [line.level for line in oldest.logs] == ["INFO", "DEBUG", "ERROR"]
     assert oldest.logs[0].timestamp_raw == "2025-10-01T00:00:00.000000000Z"
-    errors = await platform.fetch_logs(BASE, KEY, AGENT_NAME, query="tts service", limit=5, offset=5)
+    errors = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, query="tts service", limit=5, offset=5)
     assert errors.total == 3333 and len(errors.logs) == 5 and all(line.level == "ERROR" for line in errors.logs)
-    one = await platform.fetch_logs(BASE, KEY, AGENT_NAME, session_id=sessions[-1]["sessionId"], limit=1000)
+    one = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME, session_id=sessions[-1]["sessionId"], limit=1000)
     assert one.total == 500 and len(one.logs) == 500
 
-    record = await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, "sess-00999")
+    record = await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, "sess-00999")
     assert record.active and record.meeting_ids == [] and record.resource_metrics is None
-    assert await platform.fetch_platform_session(BASE, KEY, AGENT_NAME, "sess-99999") is None
+    assert await pipecat_cloud.fetch_platform_session(BASE, KEY, AGENT_NAME, "sess-99999") is None
     with pytest.raises(AgentsAPIError, match="has no agent named 'nobody'"):
-        await platform.fetch_agent_status(BASE, KEY, "nobody")
+        await pipecat_cloud.fetch_agent_status(BASE, KEY, "nobody")
     with pytest.raises(AgentsAPIError, match="refused the key"):
-        await platform.fetch_logs(BASE, "pk_wrong", AGENT_NAME)
+        await pipecat_cloud.fetch_logs(BASE, "pk_wrong", AGENT_NAME)
 
 
 async def test_the_fake_counts_past_ten_thousand_lines_as_a_lower_bound(httpx_mock):
     fake_pipecat_cloud(httpx_mock, logs=make_logs(10_001))
-    page = await platform.fetch_logs(BASE, KEY, AGENT_NAME)
+    page = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME)
     assert (page.total, page.relation) == (10_000, "gte") and page.next_offset == 50

@@ -2,7 +2,7 @@
 
 GET /v1/agents/<name>, .../sessions, .../sessions/<id> and .../logs, as
 https://docs.pipecat.ai/api-reference/pipecat-cloud/rest-reference shapes
-them (dashboard/platform_api.py). GET /v1/agents itself is tests/test_v1_agents.py.
+them (dashboard/builtin_api.py). GET /v1/agents itself is tests/test_v1_agents.py.
 """
 
 import asyncio
@@ -18,7 +18,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard import platform_api
+from dashboard import builtin_api
 from dashboard.models import Agent, ApiKey
 from rtvi_monitor.models import Event, Session
 from tests.conftest import make_agent
@@ -583,7 +583,7 @@ def test_timestamps_have_nine_fraction_digits_from_the_received_time(client, bot
     ],
 )
 def test_iso_ns_writes_nanoseconds(epoch, expected):
-    assert platform_api.iso_ns(epoch) == expected
+    assert builtin_api.iso_ns(epoch) == expected
 
 
 def test_limit_and_offset_page_the_logs_with_the_exact_total(client, bot, api_key, call):
@@ -713,30 +713,30 @@ def test_ten_thousand_lines_are_read_through_the_log_index(client, bot, api_key)
 
 
 def test_the_agents_client_parses_every_answer(client, bot, api_key, call):
-    """dashboard.platform (what the dashboard reads from Pipecat Cloud) reads the built-in API the same way."""
-    from dashboard import platform
+    """dashboard.pipecat_cloud (what the dashboard reads from Pipecat Cloud) reads the built-in API the same way."""
+    from dashboard import pipecat_cloud
 
     add_session(bot, "crashed", minutes=1, end_reason="fatal error", fatal=True)
     add_session(bot, "orphaned", minutes=2, end_reason="server restarted")
     add_session(bot, "live", minutes=3, status=Session.Status.LIVE)
 
-    status = platform.parse_agent_status(ok(get(client, "support-bot", api_key)))
+    status = pipecat_cloud.parse_agent_status(ok(get(client, "support-bot", api_key)))
     assert (status.name, status.region, status.ready, status.available) == ("support-bot", "eu-central", True, True)
     assert status.active_deployment_id == status.deployment.id == str(bot.active_deployment_id)
     assert (status.min_agents, status.max_agents, status.active_session_count) == (1, 5, 1)
     assert not status.rolling_out
 
-    page = platform.parse_platform_sessions(ok(get(client, "support-bot/sessions", api_key, limit=2)))
+    page = pipecat_cloud.parse_platform_sessions(ok(get(client, "support-bot/sessions", api_key, limit=2)))
     assert page.total_count == 4 and page.next_offset == 2
     assert [(s.session_id, s.active, s.failed) for s in page.sessions] == [
         ("live", True, False),
         ("orphaned", False, False),
     ]
-    crashed = platform.parse_platform_session(ok(get(client, "support-bot/sessions/crashed", api_key)))
+    crashed = pipecat_cloud.parse_platform_session(ok(get(client, "support-bot/sessions/crashed", api_key)))
     assert crashed.failed and crashed.completion_status == "HTTP_ERROR" and crashed.duration_seconds == 30
     assert crashed.resource_metrics is None and crashed.meeting_ids == [] and crashed.cold_start is None
 
-    logs = platform.parse_logs(ok(get(client, "support-bot/logs", api_key, order="asc", limit=5)))
+    logs = pipecat_cloud.parse_logs(ok(get(client, "support-bot/logs", api_key, order="asc", limit=5)))
     assert (logs.total, logs.relation, logs.next_offset) == (8, "eq", 5)
     assert [line.level for line in logs.logs] == ["INFO", "WARNING", "ERROR", "CRITICAL", "ERROR"]
     assert logs.logs[0].timestamp == T0 + timedelta(seconds=1)
@@ -773,7 +773,7 @@ async def test_a_bots_forwarded_log_lines_are_served_as_its_agents_logs(server):
     from rtvi_dashboard import DashboardClient
     from rtvi_dashboard.logs import forward_logging
 
-    from dashboard import platform
+    from dashboard import pipecat_cloud
 
     bot_logger = logging.getLogger("e2e.bot")
     bot_logger.setLevel(logging.DEBUG)
@@ -791,17 +791,17 @@ async def test_a_bots_forwarded_log_lines_are_served_as_its_agents_logs(server):
         assert await client.flush(10)
 
         base = f"{server.url}/v1"
-        logs = await platform.fetch_logs(base, server.key, "support-concierge", session_id="e2e-logs", order="asc")
+        logs = await pipecat_cloud.fetch_logs(base, server.key, "support-concierge", session_id="e2e-logs", order="asc")
         assert logs.total == 3 and logs.relation == "eq"
         assert [line.level for line in logs.logs] == ["INFO", "WARNING", "ERROR"]
         assert logs.logs[0].text.startswith("INFO: e2e.bot:") and logs.logs[0].text.endswith(" - Pipeline started")
         assert logs.logs[1].text.endswith(" - LLM slow: 900 ms") and logs.logs[2].text == "ERROR: TTS failed"
-        searched = await platform.fetch_logs(base, server.key, "support-concierge", query="llm SLOW")
+        searched = await pipecat_cloud.fetch_logs(base, server.key, "support-concierge", query="llm SLOW")
         assert [line.level for line in searched.logs] == ["WARNING"]
 
-        status = await platform.fetch_agent_status(base, server.key, "support-concierge")
+        status = await pipecat_cloud.fetch_agent_status(base, server.key, "support-concierge")
         assert status.active_session_count >= 1
-        sessions = await platform.fetch_platform_sessions(base, server.key, "support-concierge", status="active")
+        sessions = await pipecat_cloud.fetch_platform_sessions(base, server.key, "support-concierge", status="active")
         (ours,) = [s for s in sessions.sessions if s.session_id == "e2e-logs"]
         assert ours.active and ours.deployment_id == status.active_deployment_id and ours.completion_status is None
         assert logs.logs[0].deployment_id == status.active_deployment_id
@@ -813,9 +813,9 @@ async def test_a_bots_forwarded_log_lines_are_served_as_its_agents_logs(server):
 
 def test_a_search_reads_a_bounded_number_of_lines(client, bot, api_key, monkeypatch):
     """Past SCAN_MAX lines a search stops, and its total says it is a lower bound."""
-    from dashboard import platform_api
+    from dashboard import builtin_api
 
-    monkeypatch.setattr(platform_api, "SCAN_MAX", 50)
+    monkeypatch.setattr(builtin_api, "SCAN_MAX", 50)
     session = add_session(bot, "chatty", minutes=1)
     now = time.time()
     Event.objects.bulk_create(

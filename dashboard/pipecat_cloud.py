@@ -8,11 +8,11 @@
 The same upstream as the agent list (dashboard/agents.py): the organization's
 `agents_api` (Pipecat Cloud at https://api.pipecat.daily.co/v1, or the
 dashboard's built-in copy of the contract), a private key as bearer token.
-Every call goes through agents.fetch_json, so it has the same discipline:
+Every call goes through dashboard/upstream.py's fetch_json, so it has the same discipline:
 per-call timeouts, retries on connection errors and 5xx, the AGENTS_DEADLINE,
 one AgentsAPIError whose message says what to do. The `fetch_*` functions
 raise it; the `get_*` functions, for pages, never raise: they answer a
-`Fetched` through the same cache layer as the agent list (agents.cached:
+`Fetched` through the same cache layer as the agent list (upstream.cached:
 single-flight, stale-on-error with the answer's age, failure back-off,
 AGENTS_PAGE_WAIT).
 
@@ -39,20 +39,20 @@ from urllib.parse import quote
 
 from django.conf import settings
 
-from dashboard.agents import (
+from dashboard.agents import DeploymentRecord, parse_deployment
+from dashboard.upstream import (
     AgentsAPINotFound,
     Cached,
     CacheSpec,
-    DeploymentRecord,
     Freshness,
     ShapeError,
-    _field,
-    _timestamp,
     cache_keys,
     cached,
     fetch_json,
-    parse_deployment,
+    parse_timestamp,
+    timestamp,
 )
+from dashboard.upstream import field as json_field
 
 # How long the last good answer (and the latest failure) of one query is kept
 # for stale-on-error. An hour, not the agent list's week: every page, filter,
@@ -253,46 +253,46 @@ def _object(value: Any, where: str) -> dict:
 
 
 def _list(obj: dict, name: str, where: str) -> list:
-    return _field(obj, name, (list,), where)
+    return json_field(obj, name, (list,), where)
 
 
 def _number(obj: dict, name: str, where: str) -> float | int | None:
-    return _field(obj, name, (int, float), where, nullable=True)
+    return json_field(obj, name, (int, float), where, nullable=True)
 
 
 def parse_agent_status(body: Any) -> AgentStatus:
     obj = _object(body, "agent")
     where = "agent"
-    scaling = _field(obj, "autoScaling", (dict,), where, nullable=True) or {}
+    scaling = json_field(obj, "autoScaling", (dict,), where, nullable=True) or {}
 
     def bound(*names: str) -> int | None:
         for name in names:
             if scaling.get(name) is not None:
-                return _field(scaling, name, (int,), f"{where}.autoScaling")
+                return json_field(scaling, name, (int,), f"{where}.autoScaling")
         return None
 
     return AgentStatus(
-        name=_field(obj, "name", (str,), where),
-        region=_field(obj, "region", (str,), where, nullable=True) or "",
-        ready=_field(obj, "ready", (bool,), where),
-        available=_field(obj, "available", (bool,), where),
-        active_deployment_id=_field(obj, "activeDeploymentId", (str,), where, nullable=True)
-        or _field(obj, "desiredDeploymentId", (str,), where, nullable=True),
-        active_deployment_ready=_field(obj, "activeDeploymentReady", (bool,), where, nullable=True),
-        active_session_count=_field(obj, "activeSessionCount", (int,), where, nullable=True),
+        name=json_field(obj, "name", (str,), where),
+        region=json_field(obj, "region", (str,), where, nullable=True) or "",
+        ready=json_field(obj, "ready", (bool,), where),
+        available=json_field(obj, "available", (bool,), where),
+        active_deployment_id=json_field(obj, "activeDeploymentId", (str,), where, nullable=True)
+        or json_field(obj, "desiredDeploymentId", (str,), where, nullable=True),
+        active_deployment_ready=json_field(obj, "activeDeploymentReady", (bool,), where, nullable=True),
+        active_session_count=json_field(obj, "activeSessionCount", (int,), where, nullable=True),
         min_agents=bound("minAgents", "minReplicas"),
         max_agents=bound("maxAgents", "maxReplicas"),
         deployment=parse_deployment(obj.get("deployment"), f"{where}.deployment"),
-        created_at=_timestamp(obj, "createdAt", where),
-        updated_at=_timestamp(obj, "updatedAt", where),
-        desired_deployment_id=_field(obj, "desiredDeploymentId", (str,), where, nullable=True),
-        reconciled_deployment_id=_field(obj, "reconciledDeploymentId", (str,), where, nullable=True),
-        agent_profile=_field(obj, "agentProfile", (str,), where, nullable=True) or "",
+        created_at=timestamp(obj, "createdAt", where),
+        updated_at=timestamp(obj, "updatedAt", where),
+        desired_deployment_id=json_field(obj, "desiredDeploymentId", (str,), where, nullable=True),
+        reconciled_deployment_id=json_field(obj, "reconciledDeploymentId", (str,), where, nullable=True),
+        agent_profile=json_field(obj, "agentProfile", (str,), where, nullable=True) or "",
     )
 
 
 def _completion_status(obj: dict, where: str) -> str | None:
-    value = _field(obj, "completionStatus", (str, int, float), where, nullable=True)
+    value = json_field(obj, "completionStatus", (str, int, float), where, nullable=True)
     if isinstance(value, float):
         # JSON has one number type: 500.0 is the code 500.
         return str(int(value)) if value.is_integer() else str(value)
@@ -302,12 +302,12 @@ def _completion_status(obj: dict, where: str) -> str | None:
 def _meeting_ids(obj: dict, where: str) -> list[str]:
     """meetingIds: the reference sends [{"participantId", "meetingId"}]; plain strings are read too."""
     ids = []
-    for i, item in enumerate(_field(obj, "meetingIds", (list,), where, nullable=True) or []):
+    for i, item in enumerate(json_field(obj, "meetingIds", (list,), where, nullable=True) or []):
         if isinstance(item, str):
             ids.append(item)
         else:
             ids.append(
-                _field(_object(item, f"{where}.meetingIds[{i}]"), "meetingId", (str,), f"{where}.meetingIds[{i}]")
+                json_field(_object(item, f"{where}.meetingIds[{i}]"), "meetingId", (str,), f"{where}.meetingIds[{i}]")
             )
     return ids
 
@@ -317,18 +317,18 @@ def parse_resource_metrics(value: Any, where: str) -> ResourceMetrics | None:
         return None
     obj = _object(value, where)
     samples = []
-    for i, point in enumerate(_field(obj, "timeseries", (list,), where, nullable=True) or []):
+    for i, point in enumerate(json_field(obj, "timeseries", (list,), where, nullable=True) or []):
         at = f"{where}.timeseries[{i}]"
         point = _object(point, at)
         samples.append(
             ResourceSample(
-                t=_field(point, "t", (int, float), at),
-                cpu_millicores=_field(point, "c", (int, float), at),
-                memory_bytes=_field(point, "m", (int, float), at),
+                t=json_field(point, "t", (int, float), at),
+                cpu_millicores=json_field(point, "c", (int, float), at),
+                memory_bytes=json_field(point, "m", (int, float), at),
             )
         )
     return ResourceMetrics(
-        sample_count=_field(obj, "sampleCount", (int,), where, nullable=True) or 0,
+        sample_count=json_field(obj, "sampleCount", (int,), where, nullable=True) or 0,
         cpu_millicores={p: _number(obj, f"cpuMillicores{p.upper()}", where) for p in PERCENTILES},
         memory_bytes={p: _number(obj, f"memoryBytes{p.upper()}", where) for p in PERCENTILES},
         timeseries=samples,
@@ -337,17 +337,17 @@ def parse_resource_metrics(value: Any, where: str) -> ResourceMetrics | None:
 
 def parse_platform_session(value: Any, where: str = "session") -> PlatformSession:
     obj = _object(value, where)
-    bot_start = _field(obj, "botStartSeconds", (int, float), where, nullable=True)
+    bot_start = json_field(obj, "botStartSeconds", (int, float), where, nullable=True)
     return PlatformSession(
-        session_id=_field(obj, "sessionId", (str,), where),
-        service_id=_field(obj, "serviceId", (str,), where, nullable=True) or "",
-        organization_id=_field(obj, "organizationId", (str,), where, nullable=True) or "",
-        deployment_id=_field(obj, "deploymentId", (str,), where, nullable=True),
-        created_at=_timestamp(obj, "createdAt", where),
-        updated_at=_timestamp(obj, "updatedAt", where),
-        ended_at=_timestamp(obj, "endedAt", where),
+        session_id=json_field(obj, "sessionId", (str,), where),
+        service_id=json_field(obj, "serviceId", (str,), where, nullable=True) or "",
+        organization_id=json_field(obj, "organizationId", (str,), where, nullable=True) or "",
+        deployment_id=json_field(obj, "deploymentId", (str,), where, nullable=True),
+        created_at=timestamp(obj, "createdAt", where),
+        updated_at=timestamp(obj, "updatedAt", where),
+        ended_at=timestamp(obj, "endedAt", where),
         bot_start_seconds=None if bot_start is None else float(bot_start),
-        cold_start=_field(obj, "coldStart", (bool,), where, nullable=True),
+        cold_start=json_field(obj, "coldStart", (bool,), where, nullable=True),
         completion_status=_completion_status(obj, where),
         resource_metrics=parse_resource_metrics(obj.get("resourceMetrics"), f"{where}.resourceMetrics"),
         meeting_ids=_meeting_ids(obj, where),
@@ -357,30 +357,8 @@ def parse_platform_session(value: Any, where: str = "session") -> PlatformSessio
 def parse_platform_sessions(body: Any, offset: int = 0) -> PlatformSessionPage:
     obj = _object(body, "body")
     sessions = [parse_platform_session(s, f"sessions[{i}]") for i, s in enumerate(_list(obj, "sessions", "body"))]
-    return PlatformSessionPage(total_count=_field(obj, "total_count", (int,), "body"), sessions=sessions, offset=offset)
-
-
-# ISO 8601 with any number of fractional digits (the logs have nanoseconds).
-ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?$", re.IGNORECASE)
-
-
-def parse_timestamp(text: str) -> datetime | None:
-    """An ISO 8601 time to microseconds (digits past the sixth are dropped), UTC when it names no zone.
-
-    Python's fromisoformat refuses more than 6 fractional digits before 3.11;
-    this reads Pipecat Cloud's nanosecond log times on any version. None for
-    text that is no such time.
-    """
-    match = ISO_RE.match(text.strip())
-    if not match:
-        return None
-    whole, fraction, zone = match.groups()
-    zone = "+00:00" if not zone or zone.upper() == "Z" else zone
-    try:
-        parsed = datetime.fromisoformat(f"{whole.replace(' ', 'T')}.{(fraction or '0')[:6]:0<6}{zone}")
-    except ValueError:
-        return None
-    return parsed
+    total = json_field(obj, "total_count", (int,), "body")
+    return PlatformSessionPage(total_count=total, sessions=sessions, offset=offset)
 
 
 # The level names a line may carry, as the five it is shown as.
@@ -426,24 +404,24 @@ def log_level(text: str) -> str:
 
 def parse_log_line(value: Any, where: str) -> LogLine:
     obj = _object(value, where)
-    text = _field(obj, "log", (str,), where)
-    raw = _field(obj, "timestamp", (str,), where, nullable=True) or ""
+    text = json_field(obj, "log", (str,), where)
+    raw = json_field(obj, "timestamp", (str,), where, nullable=True) or ""
     return LogLine(
         text=text,
         # A log line with an odd time is still worth showing: None, the raw text kept.
         timestamp=parse_timestamp(raw) if raw else None,
         timestamp_raw=raw,
         level=log_level(text),
-        deployment_id=_field(obj, "deploymentId", (str,), where, nullable=True),
+        deployment_id=json_field(obj, "deploymentId", (str,), where, nullable=True),
     )
 
 
 def parse_logs(body: Any, offset: int = 0) -> LogPage:
     obj = _object(body, "body")
-    total = _field(obj, "total", (dict,), "body")
-    relation = _field(total, "relation", (str,), "body.total", nullable=True) or "eq"
+    total = json_field(obj, "total", (dict,), "body")
+    relation = json_field(total, "relation", (str,), "body.total", nullable=True) or "eq"
     logs = [parse_log_line(line, f"logs[{i}]") for i, line in enumerate(_list(obj, "logs", "body"))]
-    return LogPage(total=_field(total, "value", (int,), "body.total"), relation=relation, logs=logs, offset=offset)
+    return LogPage(total=json_field(total, "value", (int,), "body.total"), relation=relation, logs=logs, offset=offset)
 
 
 def parse_session_or_none(body: Any) -> PlatformSession | None:

@@ -1,5 +1,6 @@
-"""The rest of the built-in agents API: one agent, its sessions and its logs, as Pipecat Cloud answers them.
+"""The built-in agents API: the agents, one agent, its sessions and its logs, as Pipecat Cloud answers them.
 
+    GET /v1/agents                                      the organization's agents (`includeActiveDeployment`)
     GET /v1/agents/<agentName>                          the agent, its deployment and status
     GET /v1/agents/<agentName>/sessions                 its sessions, newest first, paged and filtered
     GET /v1/agents/<agentName>/sessions/<sessionId>     one session, with resourceMetrics and meetingIds
@@ -12,8 +13,9 @@ the RTVI sessions its bots streamed (Session.agent_key is the agent's id), the
 logs are the lines they sent as `system-log` messages (rtvi_dashboard.logs
 forwards a bot's logger) and their `error` / `error-response` messages.
 
-Like GET /v1/agents (dashboard/api.py): a private API key of the agent's
-organization (401 otherwise; another organization's agent is a 404, never its
+Teams that host their own bots (and the default install) point the dashboard's agents service
+(dashboard/agents.py, dashboard/pipecat_cloud.py) at these endpoints. Every endpoint takes a private API
+key of the agent's organization (401 otherwise; another organization's agent is a 404, never its
 data), JSON errors {"error", "code"}, GET only, and every bad query parameter a
 400 naming the parameter and the value it got.
 
@@ -34,9 +36,9 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from dashboard.api import agent_json, iso_ms, record_of
+from dashboard.agents import AgentRecord, DeploymentRecord
 from dashboard.auth import bearer_token
-from dashboard.http import StrictJsonResponse, json_error, json_methods
+from dashboard.http import StrictJsonResponse, bool_param, json_error, json_methods
 from dashboard.models import Agent, ApiKey, Organization
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import SESSION_ID_RE, EndKind, Event, Session
@@ -56,6 +58,89 @@ LEVEL_RE = re.compile(r"^[A-Za-z]{1,16}\Z")
 LOG_TYPES_SQL = ", ".join(f"'{t}'" for t in LOG_TYPES if re.fullmatch(r"[a-z-]+", t))
 SCAN_CHUNK = 2000  # log rows read at a time when a query is matched line by line
 SCAN_MAX = 50_000  # lines a query is matched against at most: a search costs the same on any agent
+
+
+def iso_ms(dt: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and Z, the spec's timestamp format."""
+    if dt is None:
+        return None
+    dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def record_of(agent: Agent, include_deployment: bool) -> AgentRecord:
+    """One of our agents as the agents client's typed record: the built-in API serves what it reads."""
+    deployment = agent.active_deployment if include_deployment else None
+    return AgentRecord(
+        id=str(agent.id),
+        name=agent.name,
+        active_deployment_id=str(agent.active_deployment_id) if agent.active_deployment_id else None,
+        organization_id=str(agent.organization_id),
+        created_at=agent.created_at,
+        updated_at=agent.updated_at,
+        deleted_at=agent.deleted_at,
+        deployment=DeploymentRecord(
+            id=str(deployment.id),
+            service_id=str(deployment.agent_id),
+            manifest=deployment.manifest,
+            created_at=deployment.created_at,
+            updated_at=deployment.updated_at,
+        )
+        if deployment
+        else None,
+    )
+
+
+def agent_json(agent: AgentRecord, include_deployment: bool) -> dict:
+    """An agent in Pipecat Cloud's shape (camelCase, ISO 8601 times with milliseconds and Z)."""
+    record = {
+        "id": agent.id,
+        "name": agent.name,
+        "activeDeploymentId": agent.active_deployment_id,
+        "organizationId": agent.organization_id,
+        "createdAt": iso_ms(agent.created_at),
+        "updatedAt": iso_ms(agent.updated_at),
+        "deletedAt": iso_ms(agent.deleted_at),
+    }
+    if include_deployment:
+        deployment = agent.deployment
+        record["deployment"] = (
+            {
+                "id": deployment.id,
+                "serviceId": deployment.service_id,
+                "manifest": deployment.manifest,
+                "createdAt": iso_ms(deployment.created_at),
+                "updatedAt": iso_ms(deployment.updated_at),
+            }
+            if deployment
+            else None
+        )
+    return record
+
+
+@json_methods("GET")
+def agents(request):
+    """GET /v1/agents: the key's organization's agents, as `{"services": [...]}`."""
+    token = bearer_token(request)
+    if not token:
+        return json_error("Missing 'Authorization: Bearer <private API key>' header.", 401)
+    key = ApiKey.objects.find(token)
+    if key is None:
+        return json_error("Unknown, revoked or expired API key.", 401)
+    if not key.allows("read"):
+        return json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
+
+    try:
+        include = bool_param(request, "includeActiveDeployment")
+    except ValueError as exc:
+        return json_error(str(exc), 400)
+
+    key.touch()
+    queryset = Agent.objects.filter(organization=key.organization).order_by("created_at", "id")
+    if include:
+        queryset = queryset.select_related("active_deployment")
+    return StrictJsonResponse({"services": [agent_json(record_of(a, include), include) for a in queryset]})
+
 
 
 class BadParam(ValueError):
