@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from relay import DashboardTarget, percentile, run_load  # noqa: E402
 
 RATE = 16000
+IDLE = 99  # --uploader-nice 99: the uploader at SCHED_IDLE
 CHUNK = 10.0  # the bot package's default (RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS)
 
 ENABLE = (
@@ -109,7 +110,10 @@ async def upload_calls(
 
 
 def _uploader_process(base_url, token, session_ids, seconds, user, bot, chunk, result, nice=0):
-    if nice:  # the uploads stand for bots on other machines: their client's CPU is not the server's
+    # The uploads stand for bots on other machines: their client's CPU is not the server's.
+    if nice == IDLE:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    elif nice:
         os.nice(nice)
     timings, failures, busy = asyncio.run(upload_calls(base_url, token, session_ids, seconds, user, bot, chunk))
     result.update({"timings": timings, "failures": failures, "busy": busy})
@@ -130,6 +134,10 @@ def server_side(args) -> None:
             # As `nice -n N daphne ...` would (docs/DEPLOY.md): every thread of the process, and those it makes.
             for task in Path(f"/proc/{uploads_to.process.pid}/task").iterdir():
                 os.setpriority(os.PRIO_PROCESS, int(task.name), args.audio_nice)
+        if args.audio_idle:
+            # As `chrt --idle 0 daphne ...` would (docs/DEPLOY.md): the process runs only on CPU nothing else wants.
+            for task in Path(f"/proc/{uploads_to.process.pid}/task").iterdir():
+                os.sched_setscheduler(int(task.name), os.SCHED_IDLE, os.sched_param(0))
     user = speech_track(args.seconds + CHUNK, "en-us", 0.5)
     bot = speech_track(args.seconds + CHUNK, "en-gb", 4.0)
     rows = []
@@ -294,7 +302,10 @@ def main() -> None:
         "--uploader-nice",
         type=int,
         default=0,
-        help="the audio load generator's nice value (it stands for bots elsewhere; its CPU is not the server's)",
+        help="the audio load generator's nice value, 99 for SCHED_IDLE (it stands for bots elsewhere: its CPU is not the server's)",
+    )
+    parser.add_argument(
+        "--audio-idle", action="store_true", help="with --audio-process: run it at SCHED_IDLE (chrt --idle 0)"
     )
     parser.add_argument("--audio-nice", type=int, default=0, help="with --audio-process: its nice value (e.g. 10)")
     parser.add_argument(
@@ -309,7 +320,8 @@ def main() -> None:
         print(
             f"{args.bots} calls x {args.rate:g} msg/s, 1 browser each, {args.seconds:g} s per run; audio: 2 tracks x {RATE} Hz, {CHUNK:g} s chunks; "
             f"uploads served {'by a process of their own' if args.audio_process else 'in the same process'}"
-            f"{f' at nice {args.audio_nice}' if args.audio_nice else ''}; uploader at nice {args.uploader_nice}"
+            f"{f' at nice {args.audio_nice}' if args.audio_nice else ''}{' at SCHED_IDLE' if args.audio_idle else ''}; "
+            f"uploader at {'SCHED_IDLE' if args.uploader_nice == IDLE else f'nice {args.uploader_nice}'}"
         )
         print("| run | delivered msg/s | p50 ms | p99 ms | lost | server CPU | peak MB | audio uploads |")
         print("|---|---|---|---|---|---|---|---|")

@@ -142,7 +142,6 @@ def agents(request):
     return StrictJsonResponse({"services": [agent_json(record_of(a, include), include) for a in queryset]})
 
 
-
 class BadParam(ValueError):
     """A query parameter that cannot be understood; the message names it and what it got."""
 

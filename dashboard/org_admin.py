@@ -323,13 +323,43 @@ class AlertRuleForm(forms.ModelForm):
 
     class Meta:
         model = AlertRule
-        fields = ("name", "condition", "threshold", "window_minutes", "webhook_url", "email", "enabled")
+        fields = (
+            "name",
+            "condition",
+            "threshold",
+            "window_minutes",
+            "severity",
+            "runbook_url",
+            "renotify_minutes",
+            "webhook_url",
+            "email",
+            "enabled",
+        )
 
     def __init__(self, *args, organization=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.organization = organization
         self.fields["agent_choice"].choices = _agent_choices(organization)
         self.fields["webhook_url"].assume_scheme = "https"
+        self.fields["renotify_minutes"].min_value = 1
+        self.fields["severity"].help_text = "Blank: by the condition (fatal errors critical, latency a warning…)."
+
+    def clean_runbook_url(self):
+        from rtvi_monitor import alert_channels
+
+        try:
+            return alert_channels.check_runbook(self.cleaned_data.get("runbook_url") or "")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc).removeprefix("runbook_url: ")) from None
+
+    def clean_webhook_url(self):
+        from rtvi_monitor import alert_channels
+
+        url = self.cleaned_data.get("webhook_url") or ""
+        try:
+            return alert_channels.check_url(url, "webhook_url", 200) if url else ""
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc).removeprefix("webhook_url: ")) from None
 
     def save(self, commit=True):
         from dashboard.models import Agent
@@ -423,12 +453,10 @@ def _rows_page(request, kind: str):
         status = 400
     else:
         form = _form(form_class, request, None, editing)
-    return _render(
-        request,
-        "rows.html",
-        {"kind": kind, "title": title, "called": called, "rows": rows, "form": form, "editing": editing},
-        status=status,
-    )
+    context = {"kind": kind, "title": title, "called": called, "rows": rows, "form": form, "editing": editing}
+    if kind == "org_alert_rules":  # its own page: each rule's channels, their test-send buttons
+        return _render(request, "alert_rules.html", {**context, **_channels_context(editing)}, status=status)
+    return _render(request, "rows.html", context, status=status)
 
 
 def _after_change(model) -> None:
@@ -441,7 +469,75 @@ def _after_change(model) -> None:
 @admin_required
 @require_http_methods(["GET", "POST"])
 def alert_rules(request):
+    if request.method == "POST" and request.POST.get("do") in ("add-channel", "delete-channel", "test-channel"):
+        return _channel_action(request, request.POST["do"])
     return _rows_page(request, "org_alert_rules")
+
+
+# --- an alert rule's channels: Slack, webhooks, e-mail, PagerDuty, Opsgenie -----------------
+
+
+def _channels_context(rule) -> dict:
+    from rtvi_monitor import alert_channels
+    from rtvi_monitor.models import AlertChannel
+
+    return {
+        "targets": alert_channels.targets(rule) if rule is not None else [],
+        "channel_kinds": AlertChannel.Kind.choices,
+        "asks": alert_channels.ASKS,
+    }
+
+
+def _channel_action(request, do: str):
+    """Add or delete one of a rule's channels, or send a test through one now and show what its receiver said."""
+    from rtvi_monitor import alert_channels, alerts
+    from rtvi_monitor.models import AlertChannel
+
+    rule = get_object_or_404(AlertRule, pk=request.POST.get("rule"), organization=request.organization)
+    back = f"{reverse('org_alert_rules')}?edit={rule.pk}#channels"
+    if do == "add-channel":
+        kind = request.POST.get("kind", "")
+        try:
+            channel = alert_channels.new_channel(rule, kind, request.POST.get("value", ""))
+        except ValueError as exc:
+            messages.error(request, f"The channel was not added: {exc}.")
+            return redirect(back)
+        channel.save()
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=[f"channel added: {kind}"])
+        messages.success(request, f"Added {channel} to {rule.name}.")
+        return redirect(back)
+    if do == "delete-channel":
+        channel = get_object_or_404(AlertChannel, pk=request.POST.get("channel"), rule=rule)
+        channel.delete()
+        fields = [f"channel removed: {channel.kind}"]
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=fields)
+        messages.success(request, f"Removed {channel} from {rule.name}.")
+        return redirect(back)
+    # test-channel: the rule's own webhook or e-mail ("webhook", "email"), or a channel by its id
+    which = request.POST.get("channel", "")
+    target = next((t for t in alert_channels.targets(rule) if _target_key(t) == which), None)
+    if target is None:
+        raise Http404("No such channel on this rule.")
+    body = alerts.test_payload(rule, request.user.get_username())
+    error, answers = async_to_sync(alerts.send_test)(target, body)
+    said = "; ".join(answers) or "no answer"
+    _changed(
+        request,
+        audit.Action.ALERT_TEST_SENT,
+        f"alert rule: {rule.name}",
+        channel=target.kind,
+        to=target.shown,
+        outcome=error or "sent",
+    )
+    if error:
+        messages.error(request, f"The test to {target.kind} {target.shown} failed: {error} ({said})")
+    else:
+        messages.success(request, f"Test sent to {target.kind} {target.shown}: {said}")
+    return redirect(back)
+
+
+def _target_key(target) -> str:
+    return f"c{target.channel.pk}" if target.channel is not None else target.kind
 
 
 @admin_required

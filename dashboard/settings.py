@@ -319,6 +319,13 @@ INGEST_RATE_BYTES = envint("INGEST_RATE_BYTES", str(2 * 1024 * 1024))
 # to browsers, which follow the write). INGEST_FLUSH_ROWS flushes sooner.
 INGEST_FLUSH_INTERVAL = envfloat("INGEST_FLUSH_INTERVAL", "0.05")
 INGEST_FLUSH_ROWS = envint("INGEST_FLUSH_ROWS", "1000")
+# INGEST_GROUP_COMMIT: store rows as soon as the previous write is done (those that came during it go
+# together in the next), rather than every INGEST_FLUSH_INTERVAL; the interval then paces only the
+# sessions' summaries when no message waits.
+INGEST_GROUP_COMMIT = envbool("INGEST_GROUP_COMMIT", "true")
+# INGEST_FLUSH_GAP: with group commit, writes start at least this many seconds apart (what comes in
+# between joins the next), so that a low rate does not cost a transaction per message.
+INGEST_FLUSH_GAP = envfloat("INGEST_FLUSH_GAP", "0.01")
 # INGEST_MAX_PENDING: rows waiting for the database before bots are told to
 # back off (their messages stay unacknowledged and are resent).
 INGEST_MAX_PENDING = envint("INGEST_MAX_PENDING", "50000")
@@ -346,6 +353,22 @@ BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 # BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.
 BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")
 
+# LIVE_CONTROL_TIMEOUT: seconds the dashboard waits for a bot to answer an operator's action on a live
+# call (end, send text) through its bot package's socket (rtvi_monitor/control.py).
+LIVE_CONTROL_TIMEOUT = envfloat("LIVE_CONTROL_TIMEOUT", "5")
+
+# --- Turn diagnosis (rtvi_monitor/turns.py) ------------------------------------
+# TURN_BACKCHANNEL_SECONDS: a user's speech over the bot that was not transcribed is a backchannel
+# ("mhm") when shorter than this, else a barge-in. TURN_BACKCHANNEL_WORDS: a transcribed one is a
+# backchannel when it has at most this many words, every one an acknowledgement (turns.ACKNOWLEDGEMENTS).
+TURN_BACKCHANNEL_SECONDS = envfloat("TURN_BACKCHANNEL_SECONDS", "0.8")
+TURN_BACKCHANNEL_WORDS = envint("TURN_BACKCHANNEL_WORDS", "3")
+# TURN_STATS_MAX_SESSIONS: an agent's turn figures (its page) read at most this many of its newest
+# sessions of the period; TURN_STATS_CACHE_SECONDS: how long those figures are reused. Each ended
+# session's own summary is cached for a day (no migration: nothing is stored).
+TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "200")
+TURN_STATS_CACHE_SECONDS = envfloat("TURN_STATS_CACHE_SECONDS", "60")
+
 # --- Alerts (rtvi_monitor/alerts.py) -------------------------------------------
 # ALERT_EVALUATE_INTERVAL: seconds between evaluations of every alert rule, by
 # whichever server process holds the "alerts" lease in the database (one at a
@@ -365,6 +388,10 @@ ALERT_WEBHOOK_TIMEOUT = envfloat("ALERT_WEBHOOK_TIMEOUT", "5")
 # (a receiver inside your network). Off: a rule's author cannot reach the
 # dashboard's own network (Redis, PostgreSQL, metadata services) through one.
 ALERT_WEBHOOK_ALLOW_PRIVATE = envbool("ALERT_WEBHOOK_ALLOW_PRIVATE", "false")
+# Where PagerDuty and Opsgenie channels send (fixed hosts, not a rule author's choice); set them
+# for the EU services (https://events.eu.pagerduty.com/v2/enqueue, https://api.eu.opsgenie.com).
+ALERT_PAGERDUTY_URL = os.getenv("ALERT_PAGERDUTY_URL", "https://events.pagerduty.com/v2/enqueue")
+ALERT_OPSGENIE_URL = os.getenv("ALERT_OPSGENIE_URL", "https://api.opsgenie.com").rstrip("/")
 # DASHBOARD_URL: this dashboard's public address, for links in alerts
 # (e.g. https://rtvi.example.com); blank sends paths only.
 DASHBOARD_URL = os.getenv("DASHBOARD_URL", "").rstrip("/")

@@ -17,7 +17,7 @@ from dashboard import agents as agents_service
 from dashboard import pipecat_cloud, platform_join
 from dashboard.auth import member_required
 from rtvi_monitor.models import Alert
-from rtvi_monitor.sessions import agent_overview, overview
+from rtvi_monitor.sessions import TURN_PERIODS, agent_overview, agent_turn_figures, overview
 
 
 @dataclass(frozen=True)
@@ -157,12 +157,14 @@ def _region(agent, status) -> str:
     return region if isinstance(region, str) else ""
 
 
-def _agent_figures(organization, agent, sessions_page, sample, now) -> dict:
-    """The dashboard's side of an agent's page: its own figures, deployments compared, which sessions it has."""
+def _agent_figures(organization, agent, sessions_page, sample, now, turns_period: str = "24h") -> dict:
+    """The dashboard's side of an agent's page: its own figures, deployments compared, which sessions it has,
+    its turns over `turns_period` (rtvi_monitor/turns.py)."""
     mine = next((e for e in agent_overview(organization, now) if e["agent_id"] == agent.id), None)
     platform_rows = sessions_page.value.sessions if sessions_page.value else []
     return {
         "figures": mine,
+        "turn_figures": agent_turn_figures(organization, agent.id, turns_period, now, agent.active_deployment_id),
         "deployments": platform_join.deployments(
             organization,
             agent.id,
@@ -233,7 +235,9 @@ async def agent_detail(request, agent_id):
             if request.sees_contents  # a bot's log lines may quote its callers: not for viewers
             else _nothing(),
         )
-        ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now)
+        ours = await sync_to_async(_agent_figures)(
+            organization, agent, sessions_page, sample, now, request.GET.get("turns", "24h")
+        )
         page = sessions_page.value
         more_sessions = page is not None and page.next_offset is not None
         more_logs = logs is not None and logs.value is not None and logs.value.next_offset is not None
@@ -249,6 +253,7 @@ async def agent_detail(request, agent_id):
             logs=logs,
             logs_hidden=not request.sees_contents,
             window_days=platform_join.DEPLOYMENT_WINDOW.days,
+            turns_links=[(period, _page_link(request, turns=period)) for period in TURN_PERIODS],
             manifest_text=json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent.deployment else "",
             sessions_next=_page_link(request, so=params.sessions_offset + SESSIONS_PAGE) if more_sessions else "",
             sessions_previous=_page_link(request, so=max(0, params.sessions_offset - SESSIONS_PAGE))

@@ -21,10 +21,17 @@ Conditions (threshold and window_minutes default as in DEFAULTS):
   `threshold` in the 24 hours before the window) has had none start within
   the window, and has none live. One alert per agent.
 - agents_api_down: the agents API has been failing for `window_minutes`.
+
+Each alert is delivered where its rule says (rtvi_monitor/alert_channels.py:
+the rule's webhook and e-mail, Slack, PagerDuty, Opsgenie) when it fires, when
+somebody acknowledges it, and when it resolves; while it fires unacknowledged
+and not silenced, again every `renotify_minutes` (`remind_due`). A silenced
+alert sends nothing to people until its silence ends; PagerDuty and Opsgenie
+still hear of its acknowledgement and resolution, so that their incident
+closes with it. What people do about an alert is rtvi_monitor/alert_actions.py.
 """
 
 import asyncio
-import ipaddress
 import logging
 import socket
 import uuid
@@ -41,11 +48,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import agents as agents_service
+from dashboard.display import duration_text
 from dashboard.models import Agent, Organization
-from rtvi_monitor import lifecycle
+from rtvi_monitor import alert_channels, lifecycle
+from rtvi_monitor.alert_channels import Target, private_address, slack_text
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, EndKind, Lease, Session
+from rtvi_monitor.models import Alert, AlertChannel, AlertDelivery, AlertRule, EndKind, Lease, Session
 from rtvi_monitor.state import percentile
 
 logger = logging.getLogger(__name__)
@@ -59,7 +68,7 @@ DEFAULTS = {  # condition -> (threshold, window_minutes)
     C.AGENTS_API_DOWN: (None, 5),
     C.ENDED_BADLY: (3.0, 15),
 }
-MIN_SESSIONS = 5  # error_rate needs this many sessions in its window: 1 of 1 is not a rate
+MIN_SESSIONS = 5  # error_rate and turn latency need this many sessions in the window: 1 of 1 is not a rate
 SESSIONS_NAMED = 20  # session ids an alert names
 LEASE = "alerts"
 CLAIM = timedelta(seconds=60)  # a delivery being sent is held this long (far over a webhook's timeouts)
@@ -145,12 +154,17 @@ def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, contex
         by_agent.setdefault(agent_id, []).append((p95, session_id, name or agent_id))
     findings = []
     for agent_id, sessions in by_agent.items():
+        if len(sessions) < MIN_SESSIONS and agent_id not in context.get("firing", ()):
+            continue  # the p95 of two calls is the slower one: too few to say the agent is slow
         sessions.sort(reverse=True)
         p95 = percentile(sorted(s[0] for s in sessions), 95)
         if p95 is None or p95 <= (threshold * CLEAR_AT if agent_id in context.get("firing", ()) else threshold):
             continue
         name = sessions[0][2]
-        summary = f"{name}: turn latency p95 {p95:.0f} ms over the last {window} min (threshold {threshold:.0f} ms)"
+        summary = (
+            f"{name}: turn latency p95 {duration_text(p95)} over the last {window} min "
+            f"(threshold {duration_text(threshold)})"
+        )
         figures = {"p95_ms": round(p95, 1), "threshold_ms": threshold, "sessions": len(sessions)}
         slowest = [s[1] for s in sessions[:SESSIONS_NAMED]]
         findings.append(Finding(agent_id, summary, figures, slowest, agent_id))
@@ -280,6 +294,7 @@ def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, i
                     summary=finding.summary[:500],
                     figures=finding.figures,
                     session_ids=finding.session_ids,
+                    notified_at=now,
                 )
                 _queue(rule, alert, "fired", now)
         except IntegrityError:
@@ -292,23 +307,76 @@ def evaluate_rule(rule: AlertRule, now: datetime, context: dict) -> tuple[int, i
             if Alert.objects.filter(pk=alert.pk, status=Alert.Status.FIRING).update(
                 status=Alert.Status.RESOLVED, resolved_at=now
             ):
-                _queue(rule, alert, "resolved", now)
+                alert.refresh_from_db()  # its silence as it is now, not as the round began
+                _queue(rule, alert, "resolved", now, silenced=alert.silenced(now) or alert.silenced_until_resolved)
                 resolved += 1
     return fired, resolved
 
 
-def _queue(rule: AlertRule, alert: Alert, event: str, now: datetime) -> None:
-    for channel, target in (("webhook", rule.webhook_url), ("email", rule.email)):
-        if target:
-            AlertDelivery.objects.create(alert=alert, event=event, channel=channel, target=target, next_attempt_at=now)
+def _queue(
+    rule: AlertRule, alert: Alert, event: str, now: datetime, *, silenced: bool = False, incidents_only: bool = False
+) -> int:
+    """A delivery of `event` to each of the rule's places that is told of it; while silenced only the incidents."""
+    queued = 0
+    for target in alert_channels.targets(rule):
+        if event not in alert_channels.EVENTS[target.kind]:
+            continue
+        if (silenced or incidents_only) and not target.incident:
+            continue
+        AlertDelivery.objects.create(
+            alert=alert,
+            event=event,
+            channel=target.kind,
+            target=target.shown[:300],
+            alert_channel=target.channel,
+            next_attempt_at=now,
+        )
+        queued += 1
+    return queued
+
+
+def remind_due(now: datetime) -> int:
+    """Re-notify every firing alert whose rule says so, that nobody acknowledged or silenced, once its time came.
+
+    The time is `renotify_minutes` after it was last told (fired, or the last
+    reminder); a silence that ended leaves it due at once. Claimed with a
+    conditional update, so two processes never remind twice. Returns how many.
+    """
+    not_silenced = Q(silenced_until_resolved=False) & (Q(silenced_until__isnull=True) | Q(silenced_until__lte=now))
+    due = (
+        Alert.objects.filter(
+            status=Alert.Status.FIRING,
+            acknowledged_at__isnull=True,
+            rule__enabled=True,
+            rule__renotify_minutes__gt=0,
+        )
+        .filter(not_silenced)
+        .select_related("rule")
+    )
+    reminded = 0
+    for alert in due:
+        last = alert.notified_at or alert.fired_at
+        if now < last + timedelta(minutes=alert.rule.renotify_minutes):
+            continue
+        with transaction.atomic():
+            if Alert.objects.filter(pk=alert.pk, status=Alert.Status.FIRING, notified_at=alert.notified_at).update(
+                notified_at=now
+            ):
+                _queue(alert.rule, alert, "reminder", now)
+                reminded += 1
+    return reminded
 
 
 def evaluate_all(now: datetime, context: dict) -> tuple[int, int]:
     """Every enabled rule of every organization; one failing rule never stops the others."""
-    # A rule switched off stops firing (quietly: nobody is told about a rule they turned off).
-    Alert.objects.filter(status=Alert.Status.FIRING, rule__enabled=False).update(
-        status=Alert.Status.RESOLVED, resolved_at=now
-    )
+    # A rule switched off stops firing (quietly: nobody is told about a rule they turned off, but
+    # PagerDuty and Opsgenie close their incident).
+    for alert in Alert.objects.filter(status=Alert.Status.FIRING, rule__enabled=False).select_related("rule"):
+        with transaction.atomic():
+            if Alert.objects.filter(pk=alert.pk, status=Alert.Status.FIRING).update(
+                status=Alert.Status.RESOLVED, resolved_at=now
+            ):
+                _queue(alert.rule, alert, "resolved", now, incidents_only=True)
     fired = resolved = 0
     for rule in AlertRule.objects.filter(enabled=True).select_related("organization", "agent"):
         try:
@@ -348,23 +416,33 @@ def absolute(path: str) -> str:
     return f"{settings.DASHBOARD_URL}{path}"
 
 
-def slack_text(text: str) -> str:
-    """Text as Slack shows it, not as markup: a bot's error cannot ping a channel or disguise a link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def runbook_link(rule: AlertRule) -> str | None:
+    """The rule's runbook as a link a notification can carry: a path of this dashboard made absolute."""
+    url = rule.runbook_url
+    return (absolute(url) if url.startswith("/") else url) or None
+
+
+def dedup_key(alert: Alert) -> str:
+    """PagerDuty's dedup_key and Opsgenie's alias: the same for every message about one alert."""
+    return f"rtvi-{alert.organization_id}-alert-{alert.pk}"
 
 
 def payload(delivery: AlertDelivery) -> dict:
     """What a webhook receives: the rule, the condition, the figures, the agent and the sessions; `text` for Slack."""
-    alert, rule = delivery.alert, delivery.alert.rule
+    return alert_payload(delivery.alert, delivery.event)
+
+
+def alert_payload(alert: Alert, event: str) -> dict:
+    rule = alert.rule
     threshold, window = settings_of(rule)
-    state = "RESOLVED" if delivery.event == "resolved" else "FIRING"
-    link = absolute(reverse("alert_list"))
-    return {
-        "text": slack_text(f"[{state}] {rule.name}: {alert.summary}")
-        + (f" <{link}>" if link.startswith("http") else ""),
-        "event": delivery.event,
+    link = absolute(reverse("alert_detail", args=[alert.pk]))
+    body = {
+        "event": event,
+        "test": False,
         "status": alert.status,
         "organization": alert.organization.name,
+        "severity": rule.effective_severity,
+        "dedup_key": dedup_key(alert),
         "rule": {
             "id": rule.pk,
             "name": rule.name,
@@ -379,11 +457,63 @@ def payload(delivery: AlertDelivery) -> dict:
             "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
             "url": link,
         },
+        "runbook_url": runbook_link(rule),
+        "acknowledged": (
+            {"by": alert.acknowledged_by, "at": alert.acknowledged_at.isoformat()} if alert.acknowledged_at else None
+        ),
+        "assignee": alert.assignee.get_username() if alert.assignee_id and alert.assignee else None,
         "figures": alert.figures,
         "agent": {"id": str(alert.agent_id), "name": alert.agent.name} if alert.agent_id and alert.agent else None,
         "session_ids": alert.session_ids,
         "session_urls": [absolute(reverse("session_detail", args=[sid])) for sid in alert.session_ids[:SESSIONS_NAMED]],
     }
+    return _with_text(body)
+
+
+def _with_text(body: dict) -> dict:
+    link = absolute(reverse("alert_list"))  # where what fires stands first
+    text = slack_text(alert_channels.headline(body))
+    if body["acknowledged"] and body["event"] == "acknowledged":
+        text += slack_text(f" (by {body['acknowledged']['by']})")
+    if body["runbook_url"] and body["event"] != "resolved":
+        text += f" Runbook: <{body['runbook_url']}>" if alert_channels.is_absolute(body["runbook_url"]) else ""
+    return {"text": text + (f" <{link}>" if link.startswith("http") else ""), **body}
+
+
+def test_payload(rule: AlertRule, by: str) -> dict:
+    """A clearly marked test message for `rule`'s places: no alert fires; every field a real one has."""
+    threshold, window = settings_of(rule)
+    now = timezone.now()
+    body = {
+        "event": "fired",
+        "test": True,
+        "status": "firing",
+        "organization": rule.organization.name,
+        "severity": AlertRule.Severity.INFO,
+        "dedup_key": f"rtvi-{rule.organization_id}-test-{uuid.uuid4().hex[:12]}",
+        "rule": {
+            "id": rule.pk,
+            "name": rule.name,
+            "condition": rule.condition,
+            "threshold": threshold,
+            "window_minutes": window,
+        },
+        "alert": {
+            "id": None,
+            "summary": f"This is a test notification sent by {by} from the RTVI dashboard; nothing is firing.",
+            "fired_at": now.isoformat(),
+            "resolved_at": None,
+            "url": absolute(reverse("alert_list")),
+        },
+        "runbook_url": runbook_link(rule),
+        "acknowledged": None,
+        "assignee": None,
+        "figures": {},
+        "agent": None,
+        "session_ids": [],
+        "session_urls": [],
+    }
+    return _with_text(body)
 
 
 def claim_due(now: datetime, limit: int = 20) -> list[AlertDelivery]:
@@ -402,9 +532,9 @@ def claim_due(now: datetime, limit: int = 20) -> list[AlertDelivery]:
             .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
             .update(claimed_until=now + CLAIM)
         ):
-            delivery = AlertDelivery.objects.select_related("alert__rule", "alert__organization", "alert__agent").get(
-                pk=pk
-            )
+            delivery = AlertDelivery.objects.select_related(
+                "alert__rule", "alert__organization", "alert__agent", "alert__assignee", "alert_channel"
+            ).get(pk=pk)
             delivery.body = payload(delivery)
             claimed.append(delivery)
     return claimed
@@ -424,24 +554,21 @@ def record(delivery: AlertDelivery, error: str, now: datetime) -> None:
 
 
 def send_email(target: str, body: dict) -> None:
-    lines = [body["text"], "", "Figures:"]
-    lines += [f"  {k}: {v}" for k, v in body["figures"].items()]
+    lines = [body["text"] if not body["test"] else alert_channels.headline(body), ""]
+    if body["runbook_url"]:
+        lines += [f"Runbook: {body['runbook_url']}", ""]
+    if body["acknowledged"]:
+        lines += [f"Acknowledged by {body['acknowledged']['by']} at {body['acknowledged']['at']}", ""]
+    if body["figures"]:
+        lines += ["Figures:", *(f"  {k}: {v}" for k, v in body["figures"].items())]
     if body["session_urls"]:
         lines += ["", "Sessions:", *(f"  {url}" for url in body["session_urls"])]
-    subject = f"[RTVI {body['event']}] {body['rule']['name']}: {body['alert']['summary']}"[:200]
+    state = "test" if body["test"] else body["event"]
+    subject = f"[RTVI {state}] {body['rule']['name']}: {body['alert']['summary']}"[:200]
     send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [target])
 
 
 REFUSED = "refused: "  # an error no retry can mend
-
-
-def private_address(host: str) -> bool:
-    """Whether `host` is an IP address inside a private network (or loopback); a name is not."""
-    try:
-        ip = ipaddress.ip_address(host.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    return not ip.is_global or ip.is_multicast
 
 
 async def check_target(url: str) -> tuple[str, str | None]:
@@ -478,23 +605,66 @@ def pinned(url: str, address: str) -> tuple[str, dict, dict]:
     return urlunsplit(parts._replace(netloc=netloc)), {"Host": parts.netloc}, {"sni_hostname": parts.hostname}
 
 
+def target_of(delivery: AlertDelivery) -> Target | None:
+    """Where a delivery goes: the rule's own webhook or e-mail (its target), or its channel (None once removed)."""
+    if delivery.alert_channel_id is None:
+        if delivery.channel in (AlertChannel.Kind.WEBHOOK, AlertChannel.Kind.EMAIL):
+            return Target(delivery.channel, delivery.target, delivery.target)
+        return None
+    return alert_channels.of_channel(delivery.alert_channel)
+
+
+async def post(request: alert_channels.Request, client: httpx.AsyncClient) -> tuple[str, str]:
+    """One request sent: ('', the receiver's answer) or (what went wrong, the answer if any)."""
+    url, headers, extensions = request.url, dict(request.headers), {}
+    if request.user_url:
+        refused, address = await check_target(request.url)
+        if refused:
+            return refused, ""
+        if address:
+            url, host, extensions = pinned(request.url, address)
+            headers.update(host)
+    # No redirects (httpx's default): a public URL must not bounce the POST inside the network.
+    response = await client.post(url, json=request.json, headers=headers, extensions=extensions)
+    answer = f"HTTP {response.status_code}: {response.text[:500]}"
+    if response.is_success:
+        return "", answer
+    code = response.status_code
+    refused = REFUSED if request.refuse_4xx and 400 <= code < 500 and code not in (408, 429) else ""
+    return f"{refused}HTTP {code} from {request.name}" + (f": {response.text[:300]}" if refused else ""), answer
+
+
+async def send(target: Target, body: dict, client: httpx.AsyncClient, *, test: bool = False) -> tuple[str, list[str]]:
+    """One message to one place: ('' or what went wrong, the receivers' answers)."""
+    answers = []
+    try:
+        if target.kind == AlertChannel.Kind.EMAIL:
+            await asyncio.to_thread(send_email, target.address, body)
+            return "", [f"handed to the e-mail backend for {target.address}"]
+        requests = (alert_channels.test_requests_for if test else alert_channels.requests_for)(target, body)
+        for request in requests:
+            error, answer = await post(request, client)
+            answers.append(answer or error)
+            if error:
+                return error, answers
+        return "", answers
+    except Exception as exc:  # every way a delivery fails is recorded and retried
+        return f"{type(exc).__name__}: {exc}"[:2000], answers
+
+
 async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
     """Send one claimed delivery; returns '' when it went, or what went wrong."""
-    try:
-        if delivery.channel == "email":
-            await asyncio.to_thread(send_email, delivery.target, delivery.body)
-            return ""
-        refused, address = await check_target(delivery.target)
-        if refused:
-            return refused
-        url, headers, extensions = pinned(delivery.target, address) if address else (delivery.target, {}, {})
-        # No redirects (httpx's default): a public URL must not bounce the POST inside the network.
-        response = await client.post(url, json=delivery.body, headers=headers, extensions=extensions)
-        if response.is_success:
-            return ""
-        return f"HTTP {response.status_code} from {delivery.target}"
-    except Exception as exc:  # every way a delivery fails is recorded and retried
-        return f"{type(exc).__name__}: {exc}"[:2000]
+    target = target_of(delivery)
+    if target is None:
+        return f"{REFUSED}its channel was removed"
+    error, _ = await send(target, delivery.body, client)
+    return error
+
+
+async def send_test(target: Target, body: dict) -> tuple[str, list[str]]:
+    """A test message sent now (a test-send button): what went wrong if anything, and each answer."""
+    async with httpx.AsyncClient(timeout=settings.ALERT_WEBHOOK_TIMEOUT) as client:
+        return await send(target, body, client, test=True)
 
 
 # --- the loop -----------------------------------------------------------------------
@@ -524,8 +694,9 @@ async def step(client: httpx.AsyncClient) -> bool:
         return False
     context = await failing_context(await in_db_thread(_watched_organizations, executor=ALERTS_THREAD))
     fired, resolved = await in_db_thread(lambda: evaluate_all(timezone.now(), context), executor=ALERTS_THREAD)
-    if fired or resolved:
-        logger.info("Alerts: %d fired, %d resolved", fired, resolved)
+    reminded = await in_db_thread(lambda: remind_due(timezone.now()), executor=ALERTS_THREAD)
+    if fired or resolved or reminded:
+        logger.info("Alerts: %d fired, %d resolved, %d reminded", fired, resolved, reminded)
     lease = timedelta(seconds=3 * interval)
     for _ in range(DELIVERIES_PER_ROUND):
         # One at a time, each claimed just before it is sent and the lease renewed before each: a

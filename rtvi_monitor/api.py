@@ -11,14 +11,22 @@ from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard import audit
-from dashboard.auth import bearer_token, contents_refusal, key_or_member_required
+from dashboard.auth import bearer_token, contents_refusal, key_or_member_required, role_refusal
 from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.models import Role
 from dashboard.platform_join import session_platform
-from rtvi_monitor import protocol
+from rtvi_monitor import control, protocol
 from rtvi_monitor.events import event_from_db, stored_message
 from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session, caller_keys
-from rtvi_monitor.sessions import BadFilter, erase_caller, erase_session, filter_sessions, session_detail
+from rtvi_monitor.sessions import (
+    BadFilter,
+    erase_caller,
+    erase_session,
+    filter_sessions,
+    session_detail,
+    session_turns,
+)
 from rtvi_monitor.traces import session_traces
 
 MAX_LIMIT = 500
@@ -171,6 +179,22 @@ def session_traces_json(request, session):
     return StrictJsonResponse({"traces": session_traces(session.organization_id, session.session_id)})
 
 
+@json_methods("GET")
+@key_or_member_required
+def session_turns_json(request, session_id):
+    """GET /api/sessions/<session_id>/turns/: each turn taken apart (rtvi_monitor/turns.py): its stages' waits,
+    what is missing from it and why, its interruptions (barge-in or backchannel, how much of the reply was said).
+
+    Every member: a viewer gets the timings without what anybody said (`contents`: false).
+    """
+    session = Session.objects.find(request.organization, session_id)
+    if session is None:
+        return json_error(f"No session {session_id!r} in your organization.", 404)
+    if request.sees_contents:
+        audit.record_read(session.organization, session.session_id, "api: turns", request=request)
+    return StrictJsonResponse(session_turns(session, request.sees_contents))
+
+
 CHUNK = 2000
 
 
@@ -310,3 +334,122 @@ def session_event(request, session, seq):
 def prometheus(request):
     """GET /metrics: the organization's metrics in Prometheus' text format (private API key or a member)."""
     return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)
+
+
+# --- Acting on a live call (rtvi_monitor/control.py): end it, send text into it -----------------------
+
+
+def _csrf_refusal(request):
+    """A member's browser (no bearer key) must send the CSRF token, as a form would; a JSON 403 if not."""
+    if bearer_token(request):
+        return None
+    from django.middleware.csrf import CsrfViewMiddleware
+
+    return CsrfViewMiddleware(lambda request: None).process_view(request, None, (), {})
+
+
+async def _find(request, session_id: str):
+    return await sync_to_async(Session.objects.find)(request.organization, session_id)
+
+
+def _no_session(session_id: str):
+    return json_error(f"No session {session_id!r} in your organization.", 404)
+
+
+def _control_answer(session, action: str, outcome: control.Outcome) -> StrictJsonResponse:
+    body = {"ok": outcome.ok, "session": session.session_id, "action": action, "id": outcome.detail.get("id")}
+    if outcome.ok:
+        body["answer"] = outcome.detail.get("answer", "the bot took it")
+        return StrictJsonResponse(body)
+    return StrictJsonResponse({**body, "error": outcome.error, "code": str(outcome.status)}, status=outcome.status)
+
+
+@json_methods("GET")
+@key_or_member_required
+async def session_control_json(request, session_id):
+    """GET /api/sessions/<session_id>/control/: whether the call can be ended or sent text now, and why not.
+
+    {"available": bool, "reason": "...", "actions": [...], "version": n, "allowed": bool,
+    "allowed_reason": "..."}: `available` asks the bot's server process whether its bot takes control
+    frames; `allowed` is whether the caller may (operators, admins and keys with write).
+    """
+    session = await _find(request, session_id)
+    if session is None:
+        return _no_session(session_id)
+    answer = await control.availability(session)
+    membership = request.membership
+    allowed = membership.allows(Role.OPERATOR) if membership is not None else request.api_key.allows("write")
+    answer["allowed"] = allowed
+    answer["allowed_reason"] = (
+        "" if allowed else role_refusal(membership, Role.OPERATOR) if membership else "This API key has no write scope."
+    )
+    answer["timeout_seconds"] = control.timeout()
+    return StrictJsonResponse(answer)
+
+
+@json_methods("POST")
+@key_or_member_required(role=Role.OPERATOR)
+async def session_end(request, session_id):
+    """POST /api/sessions/<session_id>/end/ {"cancel": false}: ask the bot to end the call.
+
+    Gracefully (its pipeline's EndFrame: what is queued is still spoken) or, with "cancel": true, at once
+    (Pipecat's CancelFrame). 200 when the bot took it (the session ends as its bot disconnects), 409 when
+    it cannot be asked (ended, away, no control), 502 when it refused, 504 when it did not answer in time.
+    Operators and admins, or a key with write; a browser sends its CSRF token. In the audit log.
+    """
+    if refused := _csrf_refusal(request):
+        return refused
+    session = await _find(request, session_id)
+    if session is None:
+        return _no_session(session_id)
+    body, problem = control.end_body(request.body)
+    if problem:
+        return json_error(problem, 400)
+    operator = audit.who(request)[0]
+    outcome = await control.end(session, operator, cancel=body["cancel"])
+    if outcome.status != 409:  # asked of the bot: whatever it answered, it is in the log
+        await audit.arecord(
+            session.organization_id,
+            audit.Action.SESSION_ENDED,
+            session.session_id,
+            request=request,
+            mode="cancel" if body["cancel"] else "graceful",
+            ok=outcome.ok,
+            error=outcome.error,
+        )
+    return _control_answer(session, "end", outcome)
+
+
+@json_methods("POST")
+@key_or_member_required(role=Role.OPERATOR)
+async def session_send_text(request, session_id):
+    """POST /api/sessions/<session_id>/send-text/ {"content": "...", "options": {...}}: text into the call.
+
+    RTVI send-text as the spec defines it: `options.run_immediately` (default true: the bot is
+    interrupted and its LLM runs on the text now) and `options.audio_response` (default true: false,
+    the answer is not spoken). The bot hands it to its RTVI processor as a client's would be. Statuses as
+    for end/. The audit log keeps the text's length and options, not the text: that is in the session's
+    own messages, under its retention and redaction.
+    """
+    if refused := _csrf_refusal(request):
+        return refused
+    session = await _find(request, session_id)
+    if session is None:
+        return _no_session(session_id)
+    body, problem = control.send_text_body(request.body)
+    if problem:
+        return json_error(problem, 400)
+    operator = audit.who(request)[0]
+    outcome = await control.send_text(session, operator, body["content"], body["options"])
+    if outcome.status != 409:
+        await audit.arecord(
+            session.organization_id,
+            audit.Action.SESSION_TEXT_SENT,
+            session.session_id,
+            request=request,
+            text_length=len(body["content"]),
+            **body["options"],
+            ok=outcome.ok,
+            error=outcome.error,
+        )
+    return _control_answer(session, "send-text", outcome)

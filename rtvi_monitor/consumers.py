@@ -28,14 +28,17 @@ from rtvi_dashboard.wire import (
     CLOSE_RATE,
     CLOSE_STALLED,
     CLOSE_TOO_BIG,
+    CONTROL_PARAM,
     STREAM_ID_RE,
     STREAM_PARAM,
     ack_ranges,
+    control_version,
+    is_control_result,
 )
 
 from dashboard import audit
 from dashboard.auth import bearer_token, scope_membership
-from rtvi_monitor import agent_link, events, lifecycle, metrics, protocol, redaction, relay, writer
+from rtvi_monitor import agent_link, control, events, lifecycle, metrics, protocol, redaction, relay, writer
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.models import SESSION_ID_RE, IngestToken, RedactionRule, Session
 from rtvi_monitor.ratelimit import TokenBucket
@@ -129,11 +132,13 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
     stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
     redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
+    control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (rtvi_monitor/control.py)
 
     async def connect(self):
         await self.accept()
         query = _query(self.scope)
         self.ranged_acks = query.get(ACKS_PARAM) == ACKS_RANGES
+        self.control_version = control_version(query.get(CONTROL_PARAM))
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
             return await self.fail(SESSION_ID_RULE, CLOSE_BAD_REQUEST)
@@ -167,6 +172,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             self.live_session = await registry.attach(session)
         finally:
             registry.connecting -= 1
+        control.hub.attach(self)  # an operator's request for this session reaches this connection
         if warning:
             await self.reply([{"error": warning, "seq": None}])
         if event:
@@ -198,6 +204,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             frame = protocol.parse(raw, max_depth=None)  # each message's depth is judged alone
         except protocol.NotJSON as exc:
             frame = protocol.unparsed(raw, str(exc))  # recorded as received, answered with what is wrong
+        if is_control_result(frame):
+            return control.hub.result(self, frame)  # the bot's answer to an operator's request, not a message
         frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]
         if self.writer.backlog > settings.INGEST_MAX_PENDING:
             # Storage is behind (database down?): refuse rather than grow
@@ -255,6 +263,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.token_pk is not None:
             registry.per_token[self.token_pk] -= 1
         if self.live_session is not None:
+            control.hub.detach(self)
             try:
                 await self.writer.flush()
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked

@@ -8,14 +8,21 @@ Two kinds, both per organization (a scrape sees only its own organization's seri
   own. With several server processes each exposes its own (scrape each);
 - read from the database at scrape time, so the same from any process:
   live sessions and ended sessions by agent and end reason.
+
+Every series with an `agent` label (the agent's id, stable) also carries `agent_name`, the name a person
+reads, added at scrape time from the organization's agents (`_AgentNames`): one name per agent, so the
+series are as many as before (a renamed agent's series keep their id and take the new name). A series of
+no agent, or of an agent without a name, has no `agent_name` (Prometheus reads an empty label as none).
 """
 
+import uuid
 from collections import Counter as Tally
 
 from django.db.models import Count
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from dashboard.models import Agent
 from rtvi_monitor.models import FAILED_ENDS, Session
 from rtvi_monitor.protocol import CATALOG
 from rtvi_monitor.services import service_kind
@@ -142,11 +149,61 @@ def record_audio_session(session, recording) -> None:
     AUDIO_DEAD_AIR.labels(*labels).inc(analysis.get("dead_air_seconds") or 0)
 
 
-class _OrganizationView:
-    """The process's metrics as one organization may see them: its series, without the label."""
+class _AgentNames:
+    """One organization's agent names by id, read once per scrape: a built-in agent's own name, else the name
+    its newest session was given (rtvi_monitor/agent_link.py keeps the agents API's name on each session)."""
 
-    def __init__(self, organization_id: str):
+    def __init__(self, organization):
+        self.organization = organization
+        self.names: dict[str, str] = {}
+
+    def __call__(self, labels: dict) -> dict:
+        """`labels` with agent_name after agent, when the agent has a name."""
+        agent = labels.get("agent")
+        if not agent:
+            return labels
+        if agent not in self.names:
+            self.names[agent] = self._name(agent)
+        name = self.names[agent]
+        if not name:
+            return labels
+        named = {}
+        for key, value in labels.items():
+            named[key] = value
+            if key == "agent":
+                named["agent_name"] = name
+        return named
+
+    def _name(self, agent: str) -> str:
+        built_in = _uuid(agent)
+        if built_in is not None:
+            name = Agent.objects.filter(organization=self.organization, pk=built_in).values_list("name", flat=True)
+            if name := name.first():
+                return name
+        newest = (
+            Session.objects.filter(organization=self.organization, agent_key=agent)
+            .exclude(agent_name="")
+            .order_by("-started_at")
+            .values_list("agent_name", flat=True)
+            .first()
+        )
+        return newest or ""
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    """A built-in agent's id is a UUID; an agents API id of another shape is not one."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+class _OrganizationView:
+    """The process's metrics as one organization may see them: its series, without the label, agents named."""
+
+    def __init__(self, organization_id: str, named: _AgentNames):
         self.organization_id = organization_id
+        self.named = named
 
     def collect(self):
         for family in REGISTRY.collect():
@@ -154,6 +211,7 @@ class _OrganizationView:
             for sample in family.samples:
                 labels = dict(sample.labels)
                 if labels.pop("organization", self.organization_id) == self.organization_id:
+                    labels = self.named(labels)
                     mine.add_sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar)
             yield mine
 
@@ -161,15 +219,16 @@ class _OrganizationView:
 class _Sessions:
     """Live and ended sessions of one organization, read from the database at scrape time."""
 
-    def __init__(self, organization):
+    def __init__(self, organization, named: _AgentNames):
         self.organization = organization
+        self.named = named
 
     def collect(self):
         sessions = Session.objects.filter(organization=self.organization)
         live = GaugeMetricFamily("rtvi_sessions_live", "Sessions whose bot is connected or away", labels=["agent"])
         for row in sessions.live().values("agent_key").annotate(n=Count("id")):
             live.add_metric([row["agent_key"]], row["n"])
-        yield live
+        yield self._named(live)
         ended = CounterMetricFamily(
             "rtvi_sessions",
             "Ended sessions, by agent and how they ended (client_hung_up, bot_finished, bot_vanished, fatal_error,"
@@ -181,12 +240,19 @@ class _Sessions:
         for row in rows:
             failed = "true" if row["end_kind"] in FAILED_ENDS else "false"
             ended.add_metric([row["agent_key"], row["end_kind"] or "unknown", failed], row["n"])
-        yield ended
+        yield self._named(ended)
+
+    def _named(self, family: Metric) -> Metric:
+        named = Metric(family.name, family.documentation, family.type, family.unit)
+        for sample in family.samples:
+            named.add_sample(sample.name, self.named(dict(sample.labels)), sample.value, sample.timestamp)
+        return named
 
 
 def registry_for(organization) -> CollectorRegistry:
     """What one organization's scrape returns."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_OrganizationView(str(organization.pk)))
-    registry.register(_Sessions(organization))
+    named = _AgentNames(organization)
+    registry.register(_OrganizationView(str(organization.pk), named))
+    registry.register(_Sessions(organization, named))
     return registry

@@ -1,7 +1,9 @@
 """Queries over stored sessions, shared by the JSON API and the pages."""
 
+import hashlib
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
@@ -9,7 +11,7 @@ from django.db.models.functions import Cast, Coalesce, Floor
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from rtvi_monitor import events
+from rtvi_monitor import events, turns
 from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import FAILED_ENDS, AlertRule, EndKind, Session
@@ -516,3 +518,137 @@ def erase_caller(organization, user_id: str) -> dict:
         messages += result["messages"]
         spans += result["spans"]
     return {"erased": erased, "live": live, "messages": messages, "spans": spans}
+
+
+# --- turns: why a turn went wrong (rtvi_monitor/turns.py) ------------------------------------------
+
+TURN_PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+SUMMARY_TTL = 24 * 3600  # seconds an ended session's turn summary is reused (it no longer changes)
+
+
+def turn_events(session_pk: int) -> list:
+    """A session's stored messages that turns.diagnose reads, in the order they were stored, as the reducer's events."""
+    from rtvi_monitor.models import Event
+    from rtvi_monitor.state import Event as StateEvent
+
+    rows = (
+        Event.objects.filter(session_id=session_pk, type__in=turns.TYPES, valid=True)
+        .order_by("pk")
+        .values_list("seq", "direction", "received_at", "sent_at", "message")
+    )
+    out = []
+    for seq, direction, received_at, sent_at, text in rows.iterator(chunk_size=2000):
+        message = events.stored_message(text)
+        if isinstance(message, dict):
+            out.append(StateEvent(seq, direction, events.event_time(sent_at, received_at), message))
+    return out
+
+
+def _thresholds() -> dict:
+    return {
+        "backchannel_seconds": settings.TURN_BACKCHANNEL_SECONDS,
+        "backchannel_words": settings.TURN_BACKCHANNEL_WORDS,
+    }
+
+
+def session_turns(session: Session, contents: bool = True) -> dict:
+    """GET /api/sessions/<id>/turns/: each turn of the session taken apart (turns.diagnose), with the
+    thresholds it was judged by; without what anybody said unless `contents`."""
+    live = session.status == Session.Status.LIVE
+    traces = session_traces(session.organization_id, session.session_id)
+    diagnosis = turns.diagnose(turn_events(session.pk), traces, live=live, **_thresholds())
+    if not contents:
+        diagnosis = turns.without_words(diagnosis)
+    return {
+        "session_id": session.session_id,
+        "live": live,
+        "contents": contents,
+        "thresholds": _thresholds(),
+        "stage_names": [{"stage": stage, "label": label} for stage, _, _, label in turns.STAGES],
+        **diagnosis,
+    }
+
+
+def _session_summary(session_pk: int, session_id: str, organization_id, ended: bool, key: str, traced: bool) -> dict:
+    cached = cache.get(key) if ended else None
+    if cached is not None:
+        return cached
+    traces = session_traces(organization_id, session_id) if traced else None
+    diagnosis = turns.diagnose(turn_events(session_pk), traces, live=not ended, **_thresholds())
+    result = {k: v for k, v in diagnosis.items() if k != "turns"}
+    if ended:
+        cache.set(key, result, SUMMARY_TTL)
+    return result
+
+
+def agent_turn_figures(organization, agent_key: str, period: str, now, active_deployment_id: str | None = None) -> dict:
+    """An agent's turns over a period ("24h" or "7d"): interruption and backchannel rates, each stage's p50/p95,
+    overall and per deployment (the one recorded when each session's bot connected), newest deployment first.
+
+    Computed from the stored messages of at most TURN_STATS_MAX_SESSIONS of its newest sessions of the
+    period (`read` of `total`); each ended session's summary is cached for a day (keyed by its message
+    count, so a reopened one is read again), and the whole answer for TURN_STATS_CACHE_SECONDS. A period
+    this does not know is named in `problem` and the 24 hours are shown.
+    """
+    from rtvi_monitor.models import Span
+
+    problem = None
+    if period not in TURN_PERIODS:
+        problem = f"turns: expected one of {', '.join(TURN_PERIODS)}, got {period[:40]!r}"
+        period = "24h"
+    judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"  # a new threshold, new figures
+    scope = f"{organization.pk}\n{agent_key}\n{period}\n{settings.TURN_STATS_MAX_SESSIONS}\n{judged}"
+    key = "turns:agent:v2:" + hashlib.sha256(scope.encode()).hexdigest()
+    figures = cache.get(key)
+    if figures is None:
+        since = now - TURN_PERIODS[period]
+        sessions = Session.objects.filter(organization=organization, agent_key=agent_key, started_at__gte=since)
+        total = sessions.count()
+        rows = list(
+            sessions.order_by("-started_at", "-pk").values_list(
+                "pk", "session_id", "status", "deployment_id", "event_count", "started_at"
+            )[: settings.TURN_STATS_MAX_SESSIONS]
+        )
+        traced = set(
+            Span.objects.filter(organization=organization, conversation_id__in=[row[1] for row in rows])
+            .values_list("conversation_id", flat=True)
+            .distinct()
+        )
+        by_deployment: dict[str, list] = {}
+        seen: dict[str, list] = {}
+        summaries = []
+        for pk, session_id, status, deployment_id, event_count, started_at in rows:
+            ended = status == Session.Status.ENDED
+            summary_key = f"turns:summary:v2:{pk}:{event_count}:{judged}"
+            summary = _session_summary(pk, session_id, organization.pk, ended, summary_key, session_id in traced)
+            summaries.append(summary)
+            by_deployment.setdefault(deployment_id, []).append(summary)
+            span = seen.setdefault(deployment_id, [started_at, started_at])
+            span[0], span[1] = min(span[0], started_at), max(span[1], started_at)
+        deployments = [
+            {
+                "deployment_id": deployment_id,
+                "first_at": seen[deployment_id][0],
+                "last_at": seen[deployment_id][1],
+                **turns.aggregate(items),
+            }
+            for deployment_id, items in by_deployment.items()
+        ]
+        deployments.sort(key=lambda d: d["last_at"], reverse=True)
+        figures = {
+            "period": period,
+            "total": total,
+            "read": len(rows),
+            "overall": turns.aggregate(summaries),
+            "deployments": deployments,
+        }
+        cache.set(key, figures, settings.TURN_STATS_CACHE_SECONDS)
+    for deployment in figures["deployments"]:
+        deployment["active"] = bool(active_deployment_id) and deployment["deployment_id"] == active_deployment_id
+    return {
+        **figures,
+        "problem": problem,
+        "periods": list(TURN_PERIODS),
+        "capped": figures["read"] < figures["total"],
+        "thresholds": _thresholds(),
+    }

@@ -516,7 +516,12 @@ class SessionState:
         text = _clip(text)
         if item is None:
             item = {"role": "user", "text": text, "final": final, "source": "voice", "seq": event.seq, "at": at}
-            self._close_bot_item()
+            user = self.lanes["user_speaking"]
+            # Words while the bot speaks, from a bot that marks user turns and has none under way: a "mhm" its
+            # turn strategy let pass (Pipecat 1.4+ sends it as voice activity and a transcription). Like a
+            # backchannel, it does not end the bot's line, which goes on.
+            if not (self.lanes["bot_speaking"].open and user.intervals and not user.open):
+                self._close_bot_item()
             self._append(item)
             self._user_item = item
         else:

@@ -1,8 +1,9 @@
 """Where messages are stored: one writer per server process, and its database thread.
 
-Rows from every bot connection of the process wait in `Writer.pending`; on a
-fixed cadence (INGEST_FLUSH_INTERVAL) one INSERT stores them, with the due
-session summaries, in one transaction. Then, in this order: the rows are folded
+Rows from every bot connection of the process wait in `Writer.pending`; one
+INSERT stores them, with the due session summaries, in one transaction: as soon
+as the previous write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed
+cadence (INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded
 into their sessions' states, the bots get their acks ("ack" means stored),
 and each session's browsers get one batch (rtvi_monitor/relay.py).
 
@@ -113,20 +114,33 @@ class Writer:
 
     def add(self, row: Row) -> None:
         self.pending.append(row)
-        if len(self.pending) >= settings.INGEST_FLUSH_ROWS:
+        if settings.INGEST_GROUP_COMMIT or len(self.pending) >= settings.INGEST_FLUSH_ROWS:
             self.wake.set()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        next_at = loop.time()
+        next_at = started = loop.time()
         while True:
-            # Flush on a fixed cadence (not "interval after the last flush
-            # ended"), or sooner when INGEST_FLUSH_ROWS are waiting.
-            next_at = max(next_at + settings.INGEST_FLUSH_INTERVAL, loop.time())
-            try:
-                await asyncio.wait_for(self.wake.wait(), max(0.0, next_at - loop.time()))
-            except TimeoutError:
-                pass
+            if settings.INGEST_GROUP_COMMIT:
+                # Group commit: rows are stored as soon as the previous write is done, those that came
+                # meanwhile together in the next; with none waiting, the due summaries every interval.
+                if not self.pending:
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), settings.INGEST_FLUSH_INTERVAL)
+                    except TimeoutError:
+                        pass
+                # At most one write per INGEST_FLUSH_GAP: what comes within it joins (a write per message
+                # at low rates would cost a transaction and a relay each); at least one turn of the loop.
+                await asyncio.sleep(max(0.0, started + settings.INGEST_FLUSH_GAP - loop.time()))
+                started = loop.time()
+            else:
+                # On a fixed cadence (not "interval after the last flush ended"), or sooner when
+                # INGEST_FLUSH_ROWS are waiting.
+                next_at = max(next_at + settings.INGEST_FLUSH_INTERVAL, loop.time())
+                try:
+                    await asyncio.wait_for(self.wake.wait(), max(0.0, next_at - loop.time()))
+                except TimeoutError:
+                    pass
             self.wake.clear()
             try:
                 await self.flush()

@@ -14,7 +14,7 @@ NEVER = "No alert has fired yet."
 
 def table(page: str, testid: str) -> str:
     """The HTML of one of the page's alert tables."""
-    match = re.search(rf'<table class="data" data-testid="{testid}">.*?</table>', page, re.S)
+    match = re.search(rf'<table class="data[^"]*" data-testid="{testid}">.*?</table>', page, re.S)
     assert match, f"no {testid} table"
     return match.group(0)
 

@@ -78,9 +78,10 @@ async def test_a_recorded_calls_audio_is_measured_beside_its_messages_everywhere
 
         auth = {"HTTP_AUTHORIZATION": f"Bearer {api_key}"}
         metrics = Client().get("/metrics", **auth).content.decode()
-        assert f'rtvi_audio_voice_to_voice_seconds_count{{agent="{agent_key}"}} 1.0' in metrics
-        assert f'rtvi_audio_latency_difference_seconds_count{{agent="{agent_key}"}} 1.0' in metrics
-        assert f'rtvi_audio_received_seconds_total{{agent="{agent_key}",track="user"}}' in metrics
+        agent = f'agent="{agent_key}",agent_name="{agents[0].name}"'  # the id, and the name a person reads
+        assert f"rtvi_audio_voice_to_voice_seconds_count{{{agent}}} 1.0" in metrics
+        assert f"rtvi_audio_latency_difference_seconds_count{{{agent}}} 1.0" in metrics
+        assert f'rtvi_audio_received_seconds_total{{{agent},track="user"}}' in metrics
 
         operator = Client()
         make_member(org, "olga", Role.OPERATOR)

@@ -151,7 +151,8 @@ def test_the_agent_page_shows_the_platform_view_of_its_sessions_and_logs(browser
         status = page.locator("[data-testid=agent-status]")
         assert page.locator("[data-testid=region]").inner_text() == "eu-central"
         assert status.locator(".pill.live", has_text="ready").count() == 1
-        assert seeded["new"] in status.inner_text()
+        assert seeded["new"][:8] in status.inner_text()
+        assert status.locator(f"[title='{seeded['new']}']").count() == 1  # the whole id on hover
         assert "1 – 5 agents" in status.inner_text()
         assert page.locator("[data-testid=live-count]").inner_text() == "0"
         assert "12 · all its sessions" in page.locator("[data-testid=agent-figures]").inner_text()
@@ -232,7 +233,9 @@ def test_the_agent_page_shows_the_platform_view_of_its_sessions_and_logs(browser
         page.wait_for_selector("[data-testid=platform-logs] li")
         assert page.locator("#platform-completion").inner_text().startswith("HTTP_ERROR (failed)")
         assert "failed-text" in page.locator("#platform-completion").get_attribute("class")
-        assert page.locator("#platform-deployment").inner_text() == seeded["old"]
+        # A deployment's UUID by its first 8 characters, the whole of it on hover.
+        assert page.locator("#platform-deployment").inner_text() == seeded["old"][:8]
+        assert page.locator("#platform-deployment").get_attribute("title") == seeded["old"]
         assert not page.locator("#platform-error").is_visible()
         panel_lines = page.locator("[data-testid=platform-logs] li")
         assert panel_lines.count() == 11  # oldest first: its ten lines, then the fatal error
@@ -272,12 +275,14 @@ def test_the_agent_page_fits_a_390_px_screen(browser, platform_server):
             assert measured["scrollWidth"] <= PHONE["width"], (
                 f"{path} is {measured['scrollWidth']} px wide: {measured['outside']}"
             )
-        # The wide tables scroll in their own box, nothing of them dropped.
+        # The wide tables stack their rows (each value after its column's name), nothing of them dropped.
         page.goto(f"{server.url}/agents/{seeded['agent']}/")
         page.wait_for_selector("[data-testid=platform-sessions]")
         assert page.locator(".table-scroll:has([data-testid=platform-sessions])").evaluate(
-            "(e) => e.scrollWidth > e.clientWidth"
+            "(e) => e.scrollWidth <= e.clientWidth"
         )
         assert page.locator("[data-testid=platform-sessions] thead th").count() == 8
+        first = page.locator("[data-testid=platform-sessions] tbody tr").first
+        assert first.locator("td[data-label]").count() == 8 and first.locator("td").last.is_visible()
     finally:
         context.close()

@@ -207,7 +207,9 @@ def test_an_ended_call_reads_for_diagnosis(browser, server, ended_call):
         assert facts == {"turns": str(TURNS), "interruptions": "0", "errors": "1"}
         assert page.locator("#fact-protocol").inner_text() == "2.2.0"
         # The agent's active deployment when the bot connected, as the agents API names it.
-        assert page.locator("#fact-deployment").inner_text() == server.deployment_id
+        # The deployment's UUID by its first 8 characters, the whole of it on hover.
+        assert page.locator("#fact-deployment").inner_text() == server.deployment_id[:8]
+        assert page.locator("#fact-deployment").get_attribute("title") == server.deployment_id
         cost = page.locator("#fact-cost").inner_text()
         assert re.fullmatch(r"\$\d+\.\d{4}|—", cost), cost
         if api.get("cost_usd", "absent") is None:

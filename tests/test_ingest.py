@@ -332,6 +332,7 @@ async def test_a_flush_whose_caller_is_cancelled_still_stores_and_acknowledges(
     from rtvi_monitor.writer import Writer, get_writer
 
     live_settings.INGEST_FLUSH_INTERVAL = 60  # only the flush below, none of the writer's own
+    live_settings.INGEST_GROUP_COMMIT = False
     socket = await connect("s1", ingest_token)
     entered, gate = threading.Event(), threading.Event()
     real_store = Writer._store

@@ -68,3 +68,49 @@ async def test_another_organization_sees_none_of_it(ingest_token, other_org, asy
     assert not any(name.startswith(("rtvi_messages", "rtvi_errors", "rtvi_ttfb")) for name, _ in got)
     assert not any(name == "rtvi_sessions_live" for name, _ in got)
     await bot.disconnect()
+
+
+async def test_agent_series_carry_the_agents_name_beside_its_id(ingest_token, api_key, org, other_org, async_client):
+    """`agent` stays the id (stable across renames); `agent_name` is what a person reads, one per agent."""
+    from dashboard.models import Agent
+
+    agent = await sync_to_async(Agent.objects.create)(organization=org, name="support-desk")
+    bot = bot_socket("named", ingest_token, agent=str(agent.pk))
+    assert (await bot.connect())[0]
+    for i, (direction, message) in enumerate(TURN, 1):
+        await send(bot, wrap(i, message, direction, sent_at=1_750_000_000.0 + i * 0.5))
+        await receive(bot)
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    got = samples(response.content.decode())
+    named = (("agent", str(agent.pk)), ("agent_name", "support-desk"))
+    assert got[("rtvi_sessions_live", named)] == 1
+    assert got[("rtvi_turn_latency_seconds_count", named)] >= 1
+    assert got[("rtvi_errors_total", (*named, ("fatal", "false")))] >= 1
+    # Every series of the agent is named, and by one name: as many series as before, none without it.
+    agent_series = [dict(labels) for _, labels in got if dict(labels).get("agent") == str(agent.pk)]
+    assert agent_series and all(labels["agent_name"] == "support-desk" for labels in agent_series)
+    # Renamed, the same series (the same id) read the new name.
+    agent.name = "support-desk-v2"
+    await sync_to_async(agent.save)()
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    renamed = samples(response.content.decode())
+    assert renamed[("rtvi_sessions_live", (("agent", str(agent.pk)), ("agent_name", "support-desk-v2")))] == 1
+    assert not any(dict(labels).get("agent_name") == "support-desk" for _, labels in renamed)
+    # Another organization's scrape names none of it.
+    other_key = (await sync_to_async(ApiKey.issue)(other_org, "scrape"))[1]
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {other_key}"})
+    assert "support-desk" not in response.content.decode() and str(agent.pk) not in response.content.decode()
+    await bot.disconnect()
+
+
+async def test_an_agents_api_agent_is_named_by_its_sessions(ingest_token, api_key, org, async_client):
+    """An agent of the agents API (no built-in row): named as its newest session was."""
+    from rtvi_monitor.models import Session
+
+    await sync_to_async(Session.objects.create)(
+        organization=org, session_id="cloud-1", agent_key="agent-7f3a", agent_name="billing-bot", status="ended"
+    )
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    got = samples(response.content.decode())
+    labels = (("agent", "agent-7f3a"), ("agent_name", "billing-bot"), ("end", "unknown"), ("failed", "false"))
+    assert got[("rtvi_sessions_total", labels)] == 1

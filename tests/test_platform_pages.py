@@ -58,7 +58,8 @@ def test_the_agent_page_shows_the_platforms_status_sessions_and_logs(staff_clien
     assert '<tr class="failed">' in html and "HTTP_ERROR" in html
     assert "7.0 s" in html and ">cold<" in html
     assert f'href="/sessions/{WARM_COMPLETED_SESSION["sessionId"]}/"' in html
-    assert f'<code>{COLD_ERROR_SESSION["sessionId"]}</code> <small class="muted">not monitored</small>' in html
+    cold = COLD_ERROR_SESSION["sessionId"]  # a UUID: by its first 8 characters, the whole of it on hover
+    assert f'<code class="id" title="{cold}">{cold[:8]}</code> <small class="muted">not monitored</small>' in html
     # The logs panel: each line with its level, as text.
     assert '<li class="log-error">' in html and '<li class="log-warning">' in html and '<li class="log-info">' in html
     assert "Bot crashed: TimeoutError waiting for the LLM" in html

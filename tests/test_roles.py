@@ -74,7 +74,7 @@ def test_a_viewer_sees_a_calls_figures_and_nothing_it_said(viewer_client, org):
     response = viewer_client.get("/sessions/call-1/")
     html = response.content.decode()
     assert response.status_code == 200
-    assert 'data-testid="contents-hidden"' in html and "p95 1400 ms" in html and ">3<" in html
+    assert 'data-testid="contents-hidden"' in html and "p95 1.4 s" in html and ">3<" in html
     assert SAID not in html and "/ws/sessions/" not in html and "events.ndjson" not in html
     assert not AuditEntry.objects.filter(action=AuditEntry.Action.SESSION_READ).exists()  # nothing was read
 

@@ -1,40 +1,72 @@
-"""The product's duration format on the server: `{{ value|duration }}` (milliseconds) or `{{ value|duration:"s" }}`.
+"""The product's formats in templates: `{{ value|duration }}` (milliseconds) or `{{ value|duration:"s" }}`,
+`{% short_id id %}`, `{{ about|peer:version }}`, and the rest below.
 
-The same rules as formatDuration in static/js/format.js, so that a cell the server renders and the
-same cell the browser renders later read the same; tests/test_format.py checks both against one
-table of cases. Rounding is half up (floor of x + 0.5) as JavaScript's Math.round, not Python's
-round() (half to even), with the same float operations in the same order, so both agree to the digit.
+The rules live in dashboard/display.py (pure, also used outside templates); static/js/format.js has the same
+ones for what the browser renders; tests/test_format.py checks both against one table of cases.
 """
 
+import json
 import math
 
 from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+
+from dashboard import display
 
 register = template.Library()
 
-UNKNOWN = "—"
+UNKNOWN = display.UNKNOWN
 
 
 @register.filter
 def duration(value, unit: str = "ms") -> str:
     """ "380 ms", "1.2 s", "12 s", "4 min 05 s", "1 h 02 min"; "—" for None or a value that is not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return UNKNOWN
     if unit not in ("ms", "s"):
         raise template.TemplateSyntaxError(f"duration: unit {unit!r} is not ms or s")
-    ms = max(value * 1000 if unit == "s" else value, 0)
-    if math.floor(ms + 0.5) < 1000:
-        return f"{math.floor(ms + 0.5)} ms"
-    tenths = math.floor(ms / 100 + 0.5)
-    if tenths < 100:
-        return f"{tenths // 10}.{tenths % 10} s"
-    seconds = math.floor(ms / 1000 + 0.5)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    minutes = math.floor(ms / 60000 + 0.5)
-    return f"{minutes // 60} h {minutes % 60:02d} min"
+    return display.seconds_text(value) if unit == "s" else display.duration_text(value)
+
+
+@register.filter
+def short(value) -> str:
+    """An id as a person reads it: a UUID by its first 8 characters, any other id whole (display.short_id)."""
+    return display.short_id(value)
+
+
+@register.simple_tag
+def short_id(value, tag: str = "code"):
+    """An id shown short with the whole of it on hover: <code title="(id)">4cab03c7</code>; "—" for none."""
+    if value is None or value == "":
+        return UNKNOWN
+    return format_html('<{} class="id" title="{}">{}</{}>', tag, value, display.short_id(value), tag)
+
+
+@register.filter
+def peer(about, version=None) -> str:
+    """A client's or bot's about (client-ready, bot-ready) as words: "client-js 1.4.0 on browser · RTVI 2.1.0"."""
+    return display.peer_text(version, about)
+
+
+@register.filter
+def as_json(value) -> str:
+    """A value as compact JSON, for a title (the words are peer's; the whole of what was sent on hover)."""
+    if value is None or value == {} or value == "":
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)[:2000]
+
+
+@register.filter
+def threshold(rule) -> str:
+    """A rule's threshold in its condition's unit: "1.5 s" for a latency rule, "20 %" for a share, else a count."""
+    value = getattr(rule, "threshold", None)
+    if value is None:
+        return "default"
+    condition = getattr(rule, "condition", "")
+    if condition == "turn_latency_p95_ms":
+        return display.duration_text(value)
+    if condition == "error_rate":
+        return f"{value:g} %"
+    return f"{value:g}"  # a count: sessions (no_sessions_minutes, ended_badly)
 
 
 @register.filter
@@ -59,3 +91,14 @@ def signed_seconds(value) -> str:
     if round(value, 2) == 0:
         return "±0.00 s"
     return f"{'+' if value > 0 else '−'}{abs(value):.2f} s"
+
+
+@register.simple_tag
+def session_link(session_id):
+    """A link to a session's page: its id short (a UUID by its first 8 characters), the whole id on hover."""
+    return format_html(
+        '<a href="{}" title="{}">{}</a>',
+        reverse("session_detail", args=[session_id]),
+        session_id,
+        display.short_id(session_id),
+    )

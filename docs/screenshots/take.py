@@ -52,6 +52,14 @@ def main():
             except ValueError:
                 ended = first(api, status="ended")
             agent = api.get(f"/api/sessions/{ended}/").json()["agent_id"]
+            firing = api.get("/api/alerts/", params={"status": "firing"}).json()["alerts"]
+            alert = f"/alerts/{firing[0]['id']}/" if firing else "/alerts/"
+            if firing:  # an operator on call takes it: the alert's page then shows the workflow
+                base = f"/api/alerts/{firing[0]['id']}"
+                api.post(f"{base}/acknowledge/", json={})
+                api.post(f"{base}/assign/", json={"user": username})
+                note = "Looking at it: the TTS provider's status page shows degraded latency."
+                api.post(f"{base}/notes/", json={"text": note})
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
                 for scheme, width, height, shots in (
@@ -71,6 +79,8 @@ def main():
                             "settings-keys.png": "/settings/keys/",
                             "settings-retention.png": "/settings/retention/",
                             "settings-recording.png": "/settings/recording/",
+                            "settings-alert-rules.png": "/settings/alert-rules/",
+                            "alert.png": alert,
                         },
                     ),
                     ("dark", 1280, 900, {"session-dark.png": f"/sessions/{live}/"}),
@@ -82,6 +92,8 @@ def main():
                             "home-390.png": "/",
                             "session-detail-live-390.png": f"/sessions/{live}/",
                             "session-detail-ended-390.png": f"/sessions/{ended}/",
+                            "alerts-390.png": "/alerts/",
+                            "agents-390.png": "/agents/",
                         },
                     ),
                 ):
@@ -102,6 +114,15 @@ def main():
                         page.wait_for_timeout(4000)  # the sockets connect, charts and times are drawn
                         page.screenshot(path=str(HERE / name), full_page=scheme == "light")
                         print(name, path)
+                        if name == "session.png":  # what an operator can do on the live call
+                            page.locator("#control").screenshot(path=str(HERE / "session-control.png"))
+                            print("session-control.png", path)
+                        if name == "agent.png":
+                            page.locator("#turn-figures").screenshot(path=str(HERE / "agent-turns.png"))
+                            print("agent-turns.png", path)
+                        if name == "session-detail-ended.png":  # why each turn went wrong
+                            page.locator("#turns").screenshot(path=str(HERE / "session-turns.png"))
+                            print("session-turns.png", path)
                         if name == "session-detail-ended.png":  # the call's audio, with its transcript
                             page.locator("#audio-card").scroll_into_view_if_needed()
                             page.locator("#transcript li.user").nth(1).click()  # plays from the caller's words

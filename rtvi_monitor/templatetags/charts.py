@@ -9,6 +9,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from dashboard.display import duration_text
+
 register = template.Library()
 
 
@@ -79,11 +81,11 @@ def latency_chart(hours, width=160, height=36):
                 lines.append(format_html('<polyline class="{}" points="{}"></polyline>', css, path))
     return format_html(
         '<svg class="latency-chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
-        'aria-label="turn latency per hour, p50 and p95; top {} ms">{}</svg>',
+        'aria-label="turn latency per hour, p50 and p95; top {}">{}</svg>',
         width,
         height,
         width,
         height,
-        round(top),
+        duration_text(top),
         format_html_join("", "{}", ((line,) for line in lines)),
     )

@@ -208,10 +208,62 @@ export function totalsText(totals) {
   return `${t.total_tokens} tokens (${t.prompt_tokens} prompt, ${t.completion_tokens} completion) · ${t.characters} characters${audio}`;
 }
 
-/** A client's or bot's RTVI version and what it says about itself. */
+// An id a person cannot read whole: a UUID or a long run of hex (dashboard/display.py's _OPAQUE).
+const OPAQUE = /^(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{20,})$/i;
+
+/**
+ * An id as a person reads it: a UUID (or long hex id) by its first 8 characters, as git shows a commit;
+ * any other id, chosen by somebody to be read, whole; "—" for none. Show the whole id on hover (title)
+ * and keep it in links. dashboard/display.py's short_id is the same rule.
+ * @param {unknown} id
+ */
+export function shortId(id) {
+  if (id === null || id === undefined || id === "") return "—";
+  const text = String(id);
+  return OPAQUE.test(text) ? text.slice(0, 8) : text;
+}
+
+const word = (value) => (typeof value === "string" ? value.trim() : "");
+const ABOUT_KEYS = new Set(["library", "library_version", "platform", "platform_version", "platform_details", "name"]);
+
+/**
+ * What a client (client-ready) or bot (bot-ready) says it is, as a person reads it: "client-js 1.4.0 on
+ * browser · RTVI 2.1.0", "pipecat-ai 1.14.0 · RTVI 2.2.0"; "—" when nothing was said. npm's scope goes from the
+ * library's name; a bot's `name` follows it in brackets; platform_details and other fields are free-form and
+ * left to the raw JSON (peerTitle, on hover). dashboard/display.py's peer_text is the same rules in Python.
+ * @param {unknown} version the RTVI version it speaks
+ * @param {unknown} about   its `about`
+ */
 export function peerText(version, about) {
-  const said = about === null || about === undefined ? "" : ` · ${formatValue(about)}`;
-  return `${version || "?"}${said}`;
+  const parts = [];
+  if (isPreview(about)) {
+    parts.push(`(${about.length} characters of JSON)`);
+  } else if (about !== null && typeof about === "object" && !Array.isArray(about)) {
+    const library = word(about.library).replace(/^@[^/]+\//, "");
+    let said = [library, word(about.library_version)].filter(Boolean).join(" ");
+    const platform = [word(about.platform), word(about.platform_version)].filter(Boolean).join(" ");
+    if (platform) said = said ? `${said} on ${platform}` : `on ${platform}`;
+    const name = word(about.name);
+    if (name) said = said ? `${said} (${name})` : name;
+    if (!said) {
+      said = Object.entries(about)
+        .filter(([key, value]) => !ABOUT_KEYS.has(key) && (typeof value === "string" || (typeof value === "number" && Number.isFinite(value))))
+        .map(([key, value]) => `${key} ${value}`)
+        .join(", ")
+        .slice(0, 120);
+    }
+    if (said) parts.push(said);
+  } else if (typeof about === "string" && about.trim()) {
+    parts.push(about.trim().slice(0, 120));
+  }
+  const rtvi = word(version);
+  if (rtvi) parts.push(`RTVI ${rtvi}`);
+  return parts.join(" · ") || "—";
+}
+
+/** The whole of what a client or bot said of itself, for a title: compact JSON, "" when nothing. */
+export function peerTitle(about) {
+  return about === null || about === undefined ? "" : formatValue(about).slice(0, 2000);
 }
 
 /** Message counts of the session. */
@@ -276,12 +328,18 @@ export function fatalText(state) {
 }
 
 /**
- * uPlot data for one metric kind of state.metrics: [xs, ...ys] aligned on the union of times, with series names.
+ * uPlot data for one metric kind of state.metrics: [xs, ...ys] aligned on the union of times, with series names;
+ * a service whose every figure is zero (or none) gets no series.
  * @returns {{names: string[], data: (number | null)[][]}}
  */
 export function metricSeries(state, kind) {
   const series = state.metrics?.[kind] || {};
-  const names = Object.keys(series).sort();
+  // A series only for a service that reported a figure: Pipecat's start-of-session metrics name every
+  // service with a zero, and a line of zeros named for a service that never measured anything misleads.
+  const reported = (points) => points.some((p) => typeof p[1] === "number" && Number.isFinite(p[1]) && p[1] > 0);
+  const names = Object.keys(series)
+    .filter((n) => Array.isArray(series[n]) && reported(series[n]))
+    .sort();
   const xs = [...new Set(names.flatMap((n) => series[n].map((p) => p[0])))].sort((a, b) => a - b);
   const index = new Map(xs.map((x, i) => [x, i]));
   const ys = names.map((n) => {

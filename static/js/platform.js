@@ -3,7 +3,7 @@
 // memory, and its log lines — as the server joined them (GET /api/sessions/<id>/platform/).
 // Rendered as given, as text; fetched after the page has loaded and again every 30 s, since the
 // platform's record changes when the session ends. Hidden while the agents API does not know it.
-import { clockTime, formatDuration } from "./format.js";
+import { clockTime, formatDuration, shortId } from "./format.js";
 
 const section = document.getElementById("platform");
 const EVERY_MS = 30000;
@@ -25,7 +25,7 @@ function completion(record) {
 
 function start(record) {
   const kind = record.coldStart === true ? "cold start" : record.coldStart === false ? "warm start" : "start";
-  const bot = typeof record.botStartSeconds === "number" ? `, bot ready in ${record.botStartSeconds.toFixed(1)} s` : "";
+  const bot = typeof record.botStartSeconds === "number" ? `, bot ready in ${formatDuration(record.botStartSeconds * 1000)}` : "";
   return record.coldStart === null && !bot ? "—" : `${kind}${bot}`;
 }
 
@@ -57,7 +57,8 @@ function render(platform) {
   $("platform-completion").textContent = record ? completion(record) : "—";
   $("platform-completion").classList.toggle("failed-text", Boolean(record?.failed));
   $("platform-start").textContent = record ? start(record) : "—";
-  $("platform-deployment").textContent = record?.deploymentId || "—";
+  $("platform-deployment").textContent = shortId(record?.deploymentId); // a UUID by its first 8 characters
+  $("platform-deployment").title = record?.deploymentId || "";
   const metrics = record?.resourceMetrics;
   $("platform-cpu").textContent = metrics ? `${millicores(metrics.cpuMillicoresP50)} / ${millicores(metrics.cpuMillicoresP95)}` : "—";
   $("platform-memory").textContent = metrics ? `${megabytes(metrics.memoryBytesP50)} / ${megabytes(metrics.memoryBytesP95)}` : "—";

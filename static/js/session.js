@@ -19,6 +19,7 @@ import {
   mergeEvents,
   metricSeries,
   peerText,
+  peerTitle,
   sessionStatus,
   speaker,
   speakerText,
@@ -119,6 +120,7 @@ function renderHeader(state) {
   if (facts.agent.id && (!link || link.textContent !== facts.agent.name)) {
     const a = el("a", "", facts.agent.name);
     a.href = `${agent.dataset.agentsUrl}${encodeURIComponent(facts.agent.id)}/`;
+    a.title = facts.agent.id; // the name to read, the id on hover
     agent.replaceChildren(a);
   } else if (!facts.agent.id) {
     setText("fact-agent", facts.agent.name);
@@ -129,6 +131,7 @@ function renderHeader(state) {
   for (const key of keys) {
     setText(`fact-${key}`, facts[key]);
   }
+  $("fact-deployment").title = page.session?.deployment_id || ""; // shown short, whole on hover
   $("fact-errors").classList.toggle("bad", facts.errors !== "0" && facts.errors !== "—");
   for (const id of ["fact-cost", "usage-cost"]) {
     setText(id, facts.cost.text);
@@ -160,6 +163,8 @@ function renderNow(state) {
   setText("totals", totalsText(state.totals));
   setText("client", peerText(state.client_version, state.client_about));
   setText("bot", peerText(state.bot_version, state.bot_about));
+  $("client").title = peerTitle(state.client_about); // the whole of what it said, on hover
+  $("bot").title = peerTitle(state.bot_about);
   setText("counts", countsText(state.counts));
   $("fatal").hidden = !state.fatal;
   setText("fatal", state.fatal ? fatalText(state) : "");
@@ -304,7 +309,8 @@ function drawCursor(u) {
 function axes(xLabel, x) {
   const { muted, line } = themed();
   const style = { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 } };
-  return [{ ...style, label: xLabel, ...x }, { ...style, label: "ms", size: 56 }];
+  // The figures in the product's one duration format ("820 ms", "1.4 s"), as the legends and tables say them.
+  return [{ ...style, label: xLabel, ...x }, { ...style, size: 56, values: (_u, splits) => splits.map(formatDuration) }];
 }
 
 const fromZero = (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1];

@@ -4,7 +4,7 @@
 //
 // Like format.js, these only pick, place and word what the server sent: the session row and
 // the reducer's state (rtvi_monitor/state.py). Nothing here computes latency, turns or who speaks.
-import { absoluteTime, eventType, formatDuration, formatValue, isPreview, messageSummary, sessionStatus } from "./format.js";
+import { absoluteTime, eventType, formatDuration, formatValue, isPreview, messageSummary, sessionStatus, shortId } from "./format.js";
 
 // --- times -------------------------------------------------------------------------
 
@@ -45,12 +45,12 @@ export function costText(cost) {
 
 /**
  * What the header says of the deployment: the agent's active deployment when the bot connected, as the
- * agents API named it (the row's deployment_id), else what the bot said of itself in bot-ready (library,
- * its version, a name). Never more than that.
+ * agents API named it (the row's deployment_id; a UUID by its first 8 characters, shortId), else what the
+ * bot said of itself in bot-ready (library, its version, a name). Never more than that.
  */
 export function deploymentText(row, state) {
   const deployment = row?.deployment_id;
-  if (typeof deployment === "string" && deployment) return deployment;
+  if (typeof deployment === "string" && deployment) return shortId(deployment);
   const about = state?.bot_about;
   if (about === null || about === undefined) return "—";
   if (typeof about !== "object" || Array.isArray(about) || isPreview(about)) return formatValue(about);

@@ -7,7 +7,7 @@
 // derives nothing. So the page keeps the rows it has true (a session in it that ends reads "ended"
 // at once), and says when a reload would show the history as it now is.
 import { liveSocket } from "./live.js";
-import { formatDuration, latencyPair, newestFirst, sessionStatus, showTime } from "./format.js";
+import { formatDuration, latencyPair, newestFirst, sessionStatus, shortId, showTime } from "./format.js";
 
 const config = JSON.parse(document.getElementById("sessions-config").textContent);
 const liveBody = document.querySelector("#live-sessions tbody");
@@ -15,6 +15,9 @@ const empty = liveBody.querySelector("tr.empty");
 const live = new Map(); // session id -> {row, session}: the live table, in no particular order
 const history = new Map([...document.querySelectorAll("#history tr[data-session]")].map((row) => [row.dataset.session, row]));
 const stale = document.getElementById("history-stale");
+
+// The columns' names, as each cell carries them for the stacked rows of a phone (dashboard.css, table.stack).
+const LABELS = ["Session", "Status", "Agent", "Started", "Duration", "Events", "Turns", "Latency p50 / p95", "Interruptions", "Errors"];
 
 function cell(...content) {
   const td = document.createElement("td");
@@ -46,13 +49,16 @@ function sessionCells(session) {
   const link = document.createElement("a");
   // Session ids are URL-safe by rule (rtvi_monitor.models.SESSION_ID_RE); ":" stays, as Django's reverse() writes it.
   link.href = `${config.session_url}${encodeURIComponent(session.id).replaceAll("%3A", ":")}/`;
-  link.textContent = session.id;
+  link.title = session.id; // shown short (a UUID by its first 8 characters), whole on hover
+  link.textContent = shortId(session.id);
   const status = sessionStatus(session, null);
   const duration = session.duration_s == null ? null : session.duration_s * 1000;
-  return [
+  const agent = cell(session.agent_name || "—");
+  if (session.agent_id) agent.title = session.agent_id; // the name to read, the id on hover
+  const cells = [
     cell(link),
     cell(pill(status.pill, status.text)),
-    cell(session.agent_name || "—"),
+    agent,
     cell(when(session.started_at)),
     cell(formatDuration(duration)),
     cell(String(session.event_count)),
@@ -61,6 +67,8 @@ function sessionCells(session) {
     cell(String(session.interruption_count)),
     cell(session.error_count ? pill("error", String(session.error_count)) : "0"),
   ];
+  for (const [i, td] of cells.entries()) td.setAttribute("data-label", LABELS[i]);
+  return cells;
 }
 
 function fill(row, session) {

@@ -21,8 +21,10 @@ import {
   metricSeries,
   newestFirst,
   peerText,
+  peerTitle,
   relativeTime,
   sessionStatus,
+  shortId,
   showTime,
   speaker,
   timelineEnd,
@@ -173,8 +175,30 @@ test("totals, counts and the peers are one line each", () => {
   assert.equal(totalsText({ characters: 42, prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, stt_audio_seconds: 0 }), "15 tokens (10 prompt, 5 completion) · 42 characters");
   assert.match(totalsText({ stt_audio_seconds: 2.5 }), /2\.5 s of audio transcribed$/);
   assert.equal(countsText({ total: 7, invalid: 1, unknown: 2 }), "7 messages · 1 invalid · 2 of unknown type");
-  assert.equal(peerText("2.2.0", { library: "pipecat-ai" }), '2.2.0 · {"library":"pipecat-ai"}');
-  assert.equal(peerText(null, null), "?");
+  assert.equal(peerText("2.2.0", { library: "pipecat-ai" }), "pipecat-ai · RTVI 2.2.0");
+  assert.equal(peerText(null, null), "—");
+});
+
+test("a client or bot reads as its library, version and platform, not as JSON", () => {
+  const client = { library: "@pipecat-ai/client-js", library_version: "1.4.0", platform: "browser", platform_details: { os: "macOS" } };
+  assert.equal(peerText("2.1.0", client), "client-js 1.4.0 on browser · RTVI 2.1.0");
+  assert.equal(peerText("2.2.0", { library: "pipecat-ai", library_version: "1.14.0" }), "pipecat-ai 1.14.0 · RTVI 2.2.0");
+  assert.equal(peerText("", { library: "pipecat", library_version: "0.0.95", platform: "python", platform_version: "3.12" }), "pipecat 0.0.95 on python 3.12");
+  assert.equal(peerText("2.2.0", { library: "pipecat-ai", library_version: "1.14.0", name: "support" }), "pipecat-ai 1.14.0 (support) · RTVI 2.2.0");
+  assert.equal(peerText(undefined, { os: "linux", build: 7, debug: true, nested: { a: 1 } }), "os linux, build 7");
+  assert.equal(peerText("1.0.0", {}), "RTVI 1.0.0");
+  assert.equal(peerText("1.0.0", { truncated: true, preview: "{", length: 9000 }), "(9000 characters of JSON) · RTVI 1.0.0");
+  assert.equal(peerTitle(client), JSON.stringify(client));
+  assert.equal(peerTitle(null), "");
+});
+
+test("UUIDs and long hex ids read by their first 8 characters; ids a person chose, whole", () => {
+  assert.equal(shortId("4cab03c7-8f53-4e1b-9a0d-2f6c1e7b5a90"), "4cab03c7");
+  assert.equal(shortId("4CAB03C78F534E1B9A0D2F6C1E7B5A90"), "4CAB03C7");
+  assert.equal(shortId("demo-3fa9c2d1e0b4"), "demo-3fa9c2d1e0b4");
+  assert.equal(shortId("4cab03c7-8f53"), "4cab03c7-8f53"); // not a UUID: somebody's name for it
+  assert.equal(shortId(null), "—");
+  assert.equal(shortId(""), "—");
 });
 
 test("a preview shows its start, its length and the message that holds it whole", () => {
@@ -287,6 +311,22 @@ test("metric series for uPlot come from state.metrics, aligned on time", () => {
   assert.deepEqual(metricSeries(state, "ttfat").data[1], [400]);
   assert.deepEqual(metricSeries({}, "processing"), { names: [], data: [[]] });
   assert.deepEqual(metricSeries({ metrics: { ttfb: { "|": [[T0, 1]] } } }, "ttfb").names, ["(all)"]);
+});
+
+test("a service that sent no figure (only the start-of-session zeros) gets no series", () => {
+  const state = {
+    metrics: {
+      ttfb: {
+        "DeepgramSTTService#0|nova-3": [[T0, 0]],
+        "OpenAILLMService#0|gpt-4o": [[T0, 0], [T0 + 3, 420]],
+        "CartesiaTTSService#0|sonic": [[T0, 0], [T0 + 4, 0]],
+      },
+    },
+  };
+  const { names, data } = metricSeries(state, "ttfb");
+  assert.deepEqual(names, ["OpenAILLMService#0|gpt-4o"]);
+  assert.deepEqual(data, [[T0, T0 + 3], [0, 420]]);
+  assert.deepEqual(metricSeries({ metrics: { processing: { "stt|": [[T0, 0]] } } }, "processing"), { names: [], data: [[]] });
 });
 
 test("the latency chart numbers turns by their index and draws the server's p50 and p95", () => {

@@ -23,6 +23,12 @@ dropped at once with the reason in the log and `stats`, never retried.
 When the dashboard says it cannot store right now ({"retry": true}), the
 client resends what is unacknowledged after a back-off.
 
+Control: a client given a control handler (`set_control`, which the Pipecat
+integration does) announces it in its ingest URL (`?control=1`), and the
+dashboard may then send it control frames: end the call, or send text into
+it (wire.py and the dashboard's docs/PROTOCOL.md, "Control"). The handler
+applies each one; the client answers every frame once with its result.
+
 `close()` (the bot's pipeline ended) closes the socket with 1000, normal
 closure: the dashboard ends the session at once ("bot finished"). A bot that
 vanishes (killed, network gone) closes with nothing or another code, and the
@@ -36,6 +42,7 @@ import random
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote, urlencode
 
 import websockets
@@ -45,13 +52,28 @@ from rtvi_dashboard.wire import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
     CLOSE_TOO_BIG,
+    CONTROL,
+    CONTROL_ACTIONS,
+    CONTROL_PARAM,
+    CONTROL_RESULT,
+    CONTROL_VERSION,
     FATAL_CLOSE_CODES,
+    MAX_CONTROL_ERROR,
     MAX_FRAME_BYTES,
     STREAM_PARAM,
     valid_range,
 )
 
 logger = logging.getLogger("rtvi_dashboard.client")
+
+# What applies a control frame: given the frame, it does what it asks, or raises with the reason it
+# cannot (ControlRefused, or any exception: its text is the reason). It may return a coroutine function
+# to run once the answer has gone (ending the call closes this client: the answer must go first).
+ControlHandler = Callable[[dict], Awaitable[Callable[[], Awaitable[None]] | None]]
+
+
+class ControlRefused(Exception):
+    """A control frame this bot will not apply; the message is the reason the dashboard shows."""
 
 
 class DashboardClient:
@@ -100,10 +122,64 @@ class DashboardClient:
             "unserializable": 0,
             "retries": 0,
             "reconnects": 0,
+            "controls": 0,
             "connected": False,
         }
         self.last_error = ""
         self._resend_at: float | None = None
+        self._control: ControlHandler | None = None
+        self._control_tasks: set[asyncio.Task] = set()
+
+    # --- control: the dashboard acting on the call ------------------------------
+
+    def set_control(self, handler: ControlHandler | None) -> None:
+        """Take the dashboard's control frames with `handler` (None: none), announced from the next connection.
+
+        Set it before start(): the capability goes in the ingest URL (`?control=1`).
+        """
+        self._control = handler
+
+    @property
+    def connect_url(self) -> str:
+        """The ingest URL this client connects to: `url`, with the control capability when it has a handler."""
+        return f"{self.url}&{CONTROL_PARAM}={CONTROL_VERSION}" if self._control is not None else self.url
+
+    def _take_control(self, socket, frame: dict) -> None:
+        """A control frame: applied and answered in a task of its own, so that acks keep being read."""
+        task = asyncio.get_running_loop().create_task(self._answer_control(socket, frame))
+        self._control_tasks.add(task)
+        task.add_done_callback(self._control_tasks.discard)
+
+    async def _answer_control(self, socket, frame: dict) -> None:
+        control_id = frame.get("id")
+        if not isinstance(control_id, str):
+            logger.warning("A control frame without an id was ignored")
+            return
+        then, error = None, ""
+        self.stats["controls"] += 1
+        try:
+            if self._control is None:
+                raise ControlRefused("this bot takes no control frames")
+            if frame.get("v") != CONTROL_VERSION:
+                raise ControlRefused(f"control version {frame.get('v')!r}: this bot speaks {CONTROL_VERSION}")
+            if frame.get("action") not in CONTROL_ACTIONS:
+                raise ControlRefused(f"unknown action {str(frame.get('action'))[:40]!r}")
+            then = await self._control(frame)
+        except Exception as exc:  # whatever the handler raises is the reason, and the bot goes on
+            error = (str(exc) or type(exc).__name__)[:MAX_CONTROL_ERROR]
+            logger.warning("The dashboard's %s was not applied: %s", frame.get("action"), error)
+        answer = {"type": CONTROL_RESULT, "id": control_id, "ok": not error}
+        if error:
+            answer["error"] = error
+        try:
+            await socket.send(json.dumps(answer))
+        except Exception as exc:  # the connection went: the dashboard says it had no answer
+            logger.warning("The answer to the dashboard's %s was not sent: %s", frame.get("action"), exc)
+        if then is not None:
+            try:
+                await then()
+            except Exception:
+                logger.exception("Applying the dashboard's %s failed", frame.get("action"))
 
     # --- the bot's side: cheap and synchronous ---------------------------------
 
@@ -198,7 +274,7 @@ class DashboardClient:
         while not self._closing:
             try:
                 async with websockets.connect(
-                    self.url, additional_headers={"Authorization": f"Bearer {self.token}"}, open_timeout=10
+                    self.connect_url, additional_headers={"Authorization": f"Bearer {self.token}"}, open_timeout=10
                 ) as socket:
                     self._socket = socket
                     self.stats["connected"] = True
@@ -285,6 +361,9 @@ class DashboardClient:
             except ValueError:
                 continue
             if not isinstance(reply, dict):
+                continue
+            if reply.get("type") == CONTROL:
+                self._take_control(socket, reply)
                 continue
             if "acks" in reply:
                 self._acknowledge_ranges(reply["acks"])

@@ -4,8 +4,9 @@ Used by `manage.py demo_bot` so that the dashboard's pages have something to
 show, and by the tests. Each session is one call to one agent: a script (an
 order status, a billing dispute, a booking, a survey...) played in a scenario
 picked with the weights real traffic has: mostly clean calls, some where the
-user barges in, a slow turn, a failing function call, a transient service
-error, a bot that vanishes mid-turn, and rarely a fatal error. Agents differ
+user barges in, a caller's "mhm" the bot speaks on through, a slow turn, a
+failing function call, a transient service error, a bot that vanishes
+mid-turn, and rarely a fatal error. Agents differ
 as real ones do: in their LLM's latency and in the models they run, whose
 tokens, characters and audio seconds are reported per model so that a call
 can be priced.
@@ -21,7 +22,8 @@ RTVI_DASHBOARD_RECORD_AUDIO=1 does, through the public audio endpoint
 (`AudioUploader`), when the dashboard's organization records calls: the
 caller's and the bot's lines spoken by espeak-ng in two voices, at 16 kHz. The
 audio follows the messages: the caller's speech lies between its
-user-started-speaking and user-stopped-speaking, the bot's between
+user-started-speaking and user-stopped-speaking (a backchannel's between its
+vad-user-started-speaking and vad-user-stopped-speaking), the bot's between
 bot-started-speaking and bot-stopped-speaking (a line is cut where the
 messages say its speaker stopped: a barge-in, a bot that vanished), silence
 elsewhere; while audio is on, a turn's pace follows its speech. Chunks of
@@ -301,14 +303,32 @@ DEFAULT_PERSONA = PERSONAS["support-concierge"]
 
 # The share of sessions each scenario gets: most calls go well, about one in seven shows an error.
 SCENARIOS = {
-    "clean": 0.55,
+    "clean": 0.50,
     "barge_in": 0.15,  # the user cuts the bot off mid-sentence with their next line
+    # Midway through a reply the caller says "mhm"; the bot's turn strategy (minimum words) does not take it
+    # as a turn: voice activity and a transcription, no user-started-speaking, no bot-interrupted.
+    "backchannel": 0.05,
     "slow_turn": 0.10,  # one turn's LLM takes 2-4 s to start answering
     "function_error": 0.06,  # a function call fails: an error, an apology, and the call wraps up
     "glitch": 0.06,  # a transient, non-fatal service error; the call goes on
     "abrupt": 0.05,  # the bot's connection drops mid-sentence: no goodbye
     "fatal": 0.03,  # a fatal error as the bot starts to answer; the bot leaves
 }
+BACKCHANNELS = ("Mhm.", "Uh-huh.", "Right.")  # what a caller says over the bot to show they are listening
+
+
+@dataclass
+class Aside:
+    """A caller's backchannel over a reply: it starts as the bot is about to say word `word` (0-based) and
+    lasts `seconds` (its speech's length, when recorded) of the bot's speaking."""
+
+    word: int
+    text: str
+    seconds: float
+    stt_ttfb: float  # what the STT reports for it
+    speech: array | None = None
+    heard: float | None = None  # seconds of the reply spoken since it began; None until it begins
+    done: bool = False
 
 
 def persona_for(agent_name: str | None) -> Persona:
@@ -627,7 +647,8 @@ class _Call:
                 llm = self.persona.llm
                 self.log("WARNING", f"{llm.processor}:_process_context:312 - {llm.model} slow to answer ({ttfb:.1f} s)")
             stop = self.cut_point(turn.reply) if here and self.scenario in ("barge_in", "abrupt") else None
-            cut_off = not await self.bot_turn(turn, ttfb, here and self.scenario == "function_error", stop)
+            aside = here and self.scenario == "backchannel"
+            cut_off = not await self.bot_turn(turn, ttfb, here and self.scenario == "function_error", stop, aside)
             if cut_off and self.scenario == "abrupt":
                 return False
             if cut_off:
@@ -724,11 +745,14 @@ class _Call:
         self.send(rtvi("user-input", {**heard, "input_type": "transcription"}))
         self.send(rtvi("user-transcription", heard))
 
-    async def bot_turn(self, turn: Turn, ttfb: float, failing: bool, stop: int | None) -> bool:
+    async def bot_turn(
+        self, turn: Turn, ttfb: float, failing: bool, stop: int | None, backchannel: bool = False
+    ) -> bool:
         """The LLM answers (after a function call, if the turn has one) and the bot speaks.
 
         `failing`: the function call fails and the bot apologises instead. `stop`: the
-        word of the reply at which the bot is cut off. Returns whether it said all of it.
+        word of the reply at which the bot is cut off. `backchannel`: midway, the caller
+        says "mhm" and the bot speaks on. Returns whether it said all of it.
         """
         llm = self.persona.llm
         self.send(rtvi("bot-llm-started"))
@@ -743,13 +767,44 @@ class _Call:
         first_sentence = len(reply[0].split(" "))
         speech = [await self.tape_line("bot", sentence) for sentence in reply] if self.tape is not None else None
         speech = speech if speech and all(speech) else None
+        aside = await self.aside(len(tokens)) if backchannel else None
         for i, token in enumerate(tokens, 1):
             self.send(rtvi("bot-llm-text", {"text": token}))
             await self.pause(0.025)
             if i == first_sentence:
                 await self.start_speaking(speech)
         self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
-        return await self.speak(reply, stop, speech)
+        return await self.speak(reply, stop, speech, aside)
+
+    async def aside(self, words: int) -> Aside:
+        """The caller's backchannel over a reply of `words` words: where in it, what, how long.
+
+        The draws are all made here, with audio or without, so that a seed plays the same call either way
+        (with audio, the "mhm" lasts as long as its speech: its end may come a word earlier or later).
+        """
+        word = self.random.randint(max(1, words // 3), max(1, (2 * words) // 3))
+        text, seconds = self.random.choice(BACKCHANNELS), self.random.uniform(0.35, 0.6)
+        aside = Aside(word, text, seconds, stt_ttfb=self.random.uniform(0.08, 0.2))
+        aside.speech = await self.tape_line("user", aside.text)
+        if aside.speech:
+            aside.seconds = len(aside.speech) / AUDIO_RATE
+        return aside
+
+    def aside_starts(self, aside: Aside) -> None:
+        """The caller starts their "mhm": raw voice activity only, which the bot's turn strategy lets pass."""
+        self.send(rtvi("vad-user-started-speaking"))
+        self.hear("user", aside.speech)
+        aside.heard = 0.0
+
+    def aside_ends(self, aside: Aside) -> None:
+        """The "mhm" is over: its transcription, and the end of the voice activity; no turn, the bot speaks on."""
+        self.transcription(aside.text, final=True)
+        stt = self.persona.stt
+        self.send(metric("ttfb", stt, aside.stt_ttfb))
+        self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": round(aside.seconds, 2)}}]}))  # fmt: skip # noqa: E501
+        self.send(rtvi("vad-user-stopped-speaking"))
+        self.silence("user")
+        aside.done = True
 
     async def call_function(self, function: Function, ttfb: float, failing: bool) -> float:
         """The LLM asks for a function; the bot runs it and asks the LLM again. Returns that second time to first byte.
@@ -801,10 +856,17 @@ class _Call:
                 reply.extend(sentence if k == len(speech) - 1 else sentence + gap)
             self.hear("bot", reply)
 
-    async def speak(self, sentences: tuple[str, ...], stop: int | None, speech: list[array] | None = None) -> bool:
+    async def speak(
+        self,
+        sentences: tuple[str, ...],
+        stop: int | None,
+        speech: list[array] | None = None,
+        aside: Aside | None = None,
+    ) -> bool:
         """The bot says the sentences word by word (a word-timestamp TTS); False when cut off at word `stop`.
 
         With audio, each word takes its share of its sentence's speech (and the last, the pause after it).
+        `aside`: the caller's backchannel, from word `aside.word` for about `aside.seconds` of the words' time.
         """
         tts = self.persona.tts
         said = 0
@@ -821,6 +883,8 @@ class _Call:
             for w, word in enumerate(words, 1):
                 if said == stop:
                     return False
+                if aside is not None and said == aside.word:
+                    self.aside_starts(aside)
                 said += 1
                 self.send(rtvi("bot-tts-text", {"text": word}))
                 if w == len(words):
@@ -830,7 +894,13 @@ class _Call:
                 else:
                     self.send(self.bot_output(sentence, "in-progress", " ".join(words[:w])))
                 await self.pause(0.28, None if seconds is None else seconds / len(words))
+                if aside is not None and aside.heard is not None and not aside.done:
+                    aside.heard += 0.28 if seconds is None else seconds / len(words)
+                    if aside.heard >= aside.seconds:
+                        self.aside_ends(aside)
             self.send(metric("processing", tts, self.random.uniform(0.15, 0.4)))
+        if aside is not None and aside.heard is not None and not aside.done:
+            self.aside_ends(aside)  # the caller's word runs to the reply's end: it ends with it
         self.send(rtvi("bot-stopped-speaking"))
         self.silence("bot")
         return True

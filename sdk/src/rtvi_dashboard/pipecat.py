@@ -30,22 +30,39 @@ session (`rtvi.recorder`) and places it right after the pipeline's output
 transport when the worker sets its pipeline up (`place_recorder`); a bot may
 place `rtvi.recorder` itself, after `transport.output()`, and it is left where
 it is (rtvi_dashboard/audio.py says what is uploaded and how it is stamped).
+
+Control: the dashboard's operators may end the call or send text into it from
+its page (docs/PROTOCOL.md, "Control"). The processor (and `attach`) take
+those frames by default (`control=False` turns it off, as does
+RTVI_DASHBOARD_CONTROL=0) and apply them as Pipecat would a client's:
+`end` queues an EndFrame (graceful: what is queued is spoken first) or, with
+`cancel`, cancels the worker; `send-text` is an RTVI `send-text` client
+message handed to this RTVIProcessor, so Pipecat's own handling puts the text
+in the LLM context and runs it when `run_immediately`. The dashboard sees it
+arrive like any client message ("from-client").
 """
 
+import asyncio
 import logging
 import os
 import uuid
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+import pipecat.processors.frameworks.rtvi.models as RTVI
+from pipecat.frames.frames import EndFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.processors.frameworks.rtvi import RTVIProcessor
 from pipecat.transports.base_output import BaseOutputTransport
 from rtvi_dashboard.audio import DashboardAudioRecorder, record_audio_from_env
-from rtvi_dashboard.client import DashboardClient
+from rtvi_dashboard.client import ControlRefused, DashboardClient
 from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
+from rtvi_dashboard.wire import MAX_CONTROL_TEXT
 
 FORWARD_LOGS_ENV = "RTVI_DASHBOARD_FORWARD_LOGS"
+CONTROL_ENV = "RTVI_DASHBOARD_CONTROL"
+ENDED_REASON = "ended from the dashboard"
+SEND_TEXT_WAIT = 4.0  # seconds to wait for the processor to have handled a sent text (within the dashboard's 5)
 _ON, _OFF = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
 
 logger = logging.getLogger("rtvi_dashboard.pipecat")
@@ -153,6 +170,92 @@ async def _close(client: DashboardClient, forwarder: LogForwarder | None) -> Non
     await client.close()
 
 
+def control_from_env(control: bool | None = None) -> bool:
+    """Whether the dashboard may act on the call: `control`, else RTVI_DASHBOARD_CONTROL (on unless 0/false/no/off)."""
+    if control is not None:
+        return bool(control)
+    return os.environ.get(CONTROL_ENV, "1").strip().lower() not in _OFF - {""}
+
+
+def _running_worker(rtvi: RTVIProcessor):
+    """The worker whose pipeline holds this processor, while it runs; else ControlRefused says why."""
+    try:
+        worker = rtvi.pipeline_worker
+    except Exception:
+        worker = None
+    if worker is None:
+        raise ControlRefused("the bot's pipeline has not started")
+    if worker.has_finished():
+        raise ControlRefused("the bot's pipeline has already ended")
+    return worker
+
+
+def _send_text_message(frame: dict) -> RTVI.Message:
+    """The RTVI send-text client message a control frame asks for; ControlRefused says what is wrong with it."""
+    content = frame.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ControlRefused("send-text: content must be a non-empty string")
+    if len(content) > MAX_CONTROL_TEXT:
+        raise ControlRefused(f"send-text: content is over {MAX_CONTROL_TEXT} characters")
+    options = frame.get("options") or {}
+    if not isinstance(options, dict):
+        raise ControlRefused("send-text: options must be an object")
+    for name, value in options.items():
+        if name not in ("run_immediately", "audio_response") or not isinstance(value, bool):
+            raise ControlRefused(f"send-text: options.{str(name)[:40]}: not a known option set to true or false")
+    return RTVI.Message(type="send-text", id=f"dashboard-{frame['id']}", data={"content": content, "options": options})
+
+
+class _Control:
+    """Applies the dashboard's control frames to one RTVIProcessor and its worker (DashboardClient.set_control)."""
+
+    def __init__(self, rtvi: RTVIProcessor):
+        self.rtvi = rtvi
+        self.waiting: dict[str, asyncio.Future] = {}  # send-text message id -> handled
+
+    def handled(self, message) -> None:
+        """The processor has handled a client message: a sent text's control frame is answered now."""
+        waiting = self.waiting.pop(getattr(message, "id", None) or "", None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
+    async def __call__(self, frame: dict):
+        worker = _running_worker(self.rtvi)
+        if frame["action"] == "end":
+            if frame.get("cancel"):
+
+                async def cancel():
+                    await worker.cancel(reason=ENDED_REASON)
+
+                return cancel
+
+            async def end():
+                await worker.queue_frame(EndFrame(reason=ENDED_REASON))
+
+            return end
+        message = _send_text_message(frame)
+        if getattr(self.rtvi, "_message_task", None) is None:
+            raise ControlRefused("the bot's RTVI processor is not running")
+        done = self.waiting[message.id] = asyncio.get_running_loop().create_future()
+        try:
+            # As a client's message comes in: Pipecat's own send-text handling appends it to the LLM context.
+            await self.rtvi.handle_message(message)
+            await asyncio.wait_for(done, SEND_TEXT_WAIT)
+        except TimeoutError:
+            raise ControlRefused(f"its RTVI processor did not take the text within {SEND_TEXT_WAIT:g} s") from None
+        finally:
+            self.waiting.pop(message.id, None)
+        return None
+
+
+def _take_control(rtvi: RTVIProcessor, client: DashboardClient, control: bool | None) -> "_Control | None":
+    if not control_from_env(control):
+        return None
+    handler = _Control(rtvi)
+    client.set_control(handler)
+    return handler
+
+
 class DashboardRTVIProcessor(RTVIProcessor):
     """An RTVIProcessor that also streams every RTVI message to the dashboard (and, if asked, the bot's logs)."""
 
@@ -166,10 +269,13 @@ class DashboardRTVIProcessor(RTVIProcessor):
         client: DashboardClient | None = None,
         forward_logs: bool | int | str | None = None,
         record_audio: bool | None = None,
+        control: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token)
+        # The dashboard's control frames (end, send-text), unless control=False or RTVI_DASHBOARD_CONTROL=0.
+        self.control = _take_control(self, self.dashboard, control)
         self.forward_logs = forward_logs_level(forward_logs)
         self.log_forwarder: LogForwarder | None = None
         # The call's recorder when recording is on (record_audio, else RTVI_DASHBOARD_RECORD_AUDIO), else None.
@@ -200,6 +306,8 @@ class DashboardRTVIProcessor(RTVIProcessor):
     async def _handle_message(self, message, user_id: str | None = None):
         self.dashboard.send(message.model_dump(exclude_none=True), "from-client")
         await super()._handle_message(message, user_id)
+        if self.control is not None:
+            self.control.handled(message)
 
     async def cleanup(self):
         await super().cleanup()
@@ -212,6 +320,7 @@ def attach(
     forward_logs: bool | int | str | None = None,
     record_audio: bool | None = None,
     worker=None,
+    control: bool | None = None,
 ) -> None:
     """Make an existing RTVIProcessor stream to the dashboard too (what DashboardRTVIProcessor does by subclassing).
 
@@ -223,6 +332,9 @@ def attach(
     RTVI_DASHBOARD_RECORD_AUDIO) a DashboardAudioRecorder for the client's
     session becomes `rtvi.recorder`, placed after the output transport of
     `worker`'s pipeline, which must not be set up yet (as in a setup file).
+    The dashboard's control frames are taken as DashboardRTVIProcessor takes
+    them (`control`, else RTVI_DASHBOARD_CONTROL); the client must not have
+    connected yet for its URL to announce it.
     """
     if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
         return  # already streaming
@@ -235,9 +347,13 @@ def attach(
         client.send(model.model_dump(exclude_none=exclude_none), "to-client")
         await push(model, exclude_none)
 
+    controller = _take_control(rtvi, client, control)
+
     async def handle_message(message, user_id: str | None = None):
         client.send(message.model_dump(exclude_none=True), "from-client")
         await handle(message, user_id)
+        if controller is not None:
+            controller.handled(message)
 
     forwarder = _forward_logs(client, forward_logs_level(forward_logs))
 
@@ -246,6 +362,7 @@ def attach(
         await _close(client, forwarder)
 
     rtvi.dashboard = client
+    rtvi.control = controller
     rtvi.log_forwarder = forwarder
     rtvi.recorder = recorder
     rtvi.push_transport_message = push_transport_message

@@ -18,6 +18,9 @@ With RTVI_DASHBOARD_RECORD_AUDIO=1 it also records the call's audio for the
 dashboard (when the dashboard's organization records calls): it places a
 DashboardAudioRecorder right after the pipeline's output transport, which it
 can do here because the hook runs before the worker sets its pipeline up.
+
+The dashboard's operators can end the call and send text into it from its
+page (docs/PROTOCOL.md, "Control"); RTVI_DASHBOARD_CONTROL=0 turns that off.
 """
 
 import logging
@@ -43,8 +46,9 @@ async def setup_pipeline_worker(worker) -> None:
         return  # already streaming (the bot's own processor, or this file named twice)
     session_id = conversation_id(worker)
     client = client_from_env(session_id)
-    client.start()
+    # Attached before it starts: its first connection announces control (RTVI_DASHBOARD_CONTROL, on by default).
     attach(rtvi, client, worker=worker)  # record_audio from RTVI_DASHBOARD_RECORD_AUDIO
+    client.start()
 
 
 def conversation_id(worker) -> str:

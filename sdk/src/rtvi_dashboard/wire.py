@@ -64,3 +64,44 @@ def valid_range(run) -> bool:
         and all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SEQ for s in run)
         and run[0] <= run[1]
     )
+
+
+# Control: the dashboard acts on a live call through the bot's own ingest socket (docs/PROTOCOL.md,
+# "Control"). A bot that can take control frames says so in its ingest URL, `?control=<version>`; a bot
+# that does not (no package, or one too old) is never sent one, and its page shows why.
+#
+#   dashboard -> bot  {"type": "control", "v": 1, "id": "<id>", "action": "end", "cancel": false}
+#                     {"type": "control", "v": 1, "id": "<id>", "action": "send-text",
+#                      "content": "...", "options": {"run_immediately": true, "audio_response": true}}
+#   bot -> dashboard  {"type": "control-result", "id": "<id>", "ok": true}
+#                     {"type": "control-result", "id": "<id>", "ok": false, "error": "why not"}
+#
+# A bot answers every control frame it is sent, once, with the frame's id; it answers an action or a
+# version it does not know with ok false and the reason. Neither frame carries a seq: they are not RTVI
+# messages and are never stored as such.
+CONTROL_PARAM = "control"
+CONTROL_VERSION = 1  # what this package speaks
+CONTROL = "control"
+CONTROL_RESULT = "control-result"
+CONTROL_ACTIONS = ("end", "send-text")
+CONTROL_ID_RE = r"^[A-Za-z0-9_.:-]{1,64}\Z"
+MAX_CONTROL_TEXT = 4000  # characters of text one send-text may carry
+MAX_CONTROL_ERROR = 300  # characters of a bot's reason the dashboard keeps
+
+
+def control_version(raw) -> int:
+    """The control version a bot's `?control=` announces: a whole number from 1, else 0 (none)."""
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 4:
+        return int(raw)
+    return 0
+
+
+def is_control_result(frame) -> bool:
+    """Whether a frame from a bot is its answer to a control frame (and not an RTVI message or a wrapper)."""
+    return (
+        isinstance(frame, dict)
+        and frame.get("type") == CONTROL_RESULT
+        and "label" not in frame
+        and "seq" not in frame
+        and "message" not in frame
+    )

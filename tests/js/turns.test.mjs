@@ -1,0 +1,177 @@
+// Unit tests for static/js/turns.js (node --test tests/js/): the turn diagnosis table's words and cells.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+process.env.TZ = "UTC";
+
+const { headings, interruptionText, percent, summaryText, turnRows, turnStart } = await import("../../static/js/turns.js");
+
+/** A row's cells by label, each with its lines joined as the page shows them, one under another. */
+function cellsOf(row) {
+  return Object.fromEntries(row.cells.map((c) => [c.label, { ...c, text: c.lines.join("\n") }]));
+}
+
+const STAGE_NAMES = [
+  { stage: "transcription", label: "Final transcription" },
+  { stage: "llm_start", label: "LLM started" },
+  { stage: "llm_first_token", label: "LLM first token" },
+  { stage: "tts_first_audio", label: "First TTS audio" },
+  { stage: "bot_speaking", label: "Bot speaking" },
+];
+
+function stages(values, problems = {}) {
+  return STAGE_NAMES.map(({ stage, label }, i) => ({
+    stage,
+    label,
+    ms: values[i],
+    problem: values[i] === null ? problems[stage] || "no reason" : null,
+  }));
+}
+
+const COMPLETE = {
+  number: 1,
+  started_by: "user",
+  at: { user_started: 1750000000, user_stopped: 1750000001.5 },
+  stages: stages([0, 50, 420, 300, 80]),
+  latency_ms: 850,
+  complete: true,
+  missing: [],
+  in_progress: false,
+  notes: ["the final transcription came 120 ms before the user stopped speaking"],
+  interruptions: [
+    {
+      kind: "barge_in",
+      by: "user",
+      decided: true,
+      why: "2 words, not only acknowledgements",
+      speech_ms: 640,
+      text: "<b>stop</b> now",
+      cut: true,
+      spoken_words: 3,
+      reply_words: 8,
+      spoken_share: 0.375,
+    },
+  ],
+  user_text: "Where is my order?",
+  bot_text: "It ships today.",
+};
+
+const GREETING = {
+  number: 2,
+  started_by: "bot",
+  at: { llm_started: 1750000010 },
+  stages: stages([null, null, 200, 100, 50], {
+    transcription: "no user-stopped-speaking: the turn was started by the bot",
+    llm_start: "no user-stopped-speaking: the turn was started by the bot",
+  }),
+  latency_ms: null,
+  complete: false,
+  missing: [
+    { stage: "transcription", why: "no user-stopped-speaking: the turn was started by the bot" },
+    { stage: "llm_start", why: "no user-stopped-speaking: the turn was started by the bot" },
+  ],
+  in_progress: true,
+  notes: [],
+  interruptions: [],
+  user_text: "",
+  bot_text: "Hello!",
+};
+
+const PAYLOAD = {
+  live: true,
+  contents: true,
+  stage_names: STAGE_NAMES,
+  thresholds: { backchannel_seconds: 0.8, backchannel_words: 3 },
+  counts: { turns: 2, complete: 1, replies: 2, interruptions: 1, barge_ins: 1, backchannels: 0 },
+  turns: [COMPLETE, GREETING],
+};
+
+test("a turn is placed at its first milestone", () => {
+  assert.equal(turnStart(COMPLETE), 1750000000);
+  assert.equal(turnStart(GREETING), 1750000010);
+  assert.equal(turnStart({ at: {} }), null);
+});
+
+test("a complete turn's row: its stages, the longest marked, its interruption and notes", () => {
+  const [row] = turnRows(PAYLOAD);
+  const cells = cellsOf(row);
+  assert.equal(cells.Turn.text, "1 · 15:06:40\nthe user spoke");
+  assert.equal(cells.Said.text, "User: Where is my order?\nBot: It ships today.");
+  assert.equal(cells.Latency.text, "850 ms");
+  assert.equal(cells["LLM first token"].text, "420 ms");
+  assert.equal(cells["LLM first token"].className, "num worst");
+  assert.equal(cells["Final transcription"].text, "0 ms");
+  assert.equal(cells["Final transcription"].className, "num");
+  assert.equal(
+    cells.Interruptions.text,
+    "barge-in “<b>stop</b> now” · cut after 38 % of the reply (3 of 8 words) · spoke 640 ms · 2 words, not only acknowledgements",
+  );
+  assert.equal(cells.Notes.text, "the final transcription came 120 ms before the user stopped speaking");
+  assert.equal(row.className, "barged");
+});
+
+test("an incomplete turn names each missing stage and why, with the reason on the cell too", () => {
+  const [, row] = turnRows(PAYLOAD);
+  const cells = cellsOf(row);
+  assert.equal(cells["LLM started"].text, "—");
+  assert.equal(cells["LLM started"].title, "no user-stopped-speaking: the turn was started by the bot");
+  assert.equal(cells["LLM started"].className, "num missing");
+  assert.equal(
+    cells.Missing.text,
+    "Final transcription: no user-stopped-speaking: the turn was started by the bot\n" +
+      "LLM started: no user-stopped-speaking: the turn was started by the bot",
+  );
+  assert.equal(cells.Latency.text, "—");
+  assert.equal(cells["LLM first token"].className, "num worst");
+  assert.equal(cells["First TTS audio"].className, "num");
+  assert.equal(row.className, "incomplete in-progress");
+  assert.match(cells.Turn.text, /started by the bot$/);
+});
+
+test("without contents the words are hidden, the timings kept", () => {
+  const hidden = {
+    ...PAYLOAD,
+    contents: false,
+    turns: [{ ...COMPLETE, user_text: null, bot_text: null, interruptions: [{ ...COMPLETE.interruptions[0], text: null }] }],
+  };
+  const [row] = turnRows(hidden);
+  const cells = cellsOf(row);
+  assert.equal(cells.Said.text, "hidden (needs the operator role)");
+  assert.ok(cells.Interruptions.text.startsWith("barge-in · cut after 38 %"));
+  assert.equal(cells.Latency.text, "850 ms");
+});
+
+test("interruptions in words: a backchannel the bot spoke on, a client's, one still undecided", () => {
+  assert.equal(
+    interruptionText({ kind: "backchannel", by: "user", why: "1 word, only acknowledgements", speech_ms: 300, text: "mhm", cut: false }),
+    "backchannel “mhm” · the bot spoke on · spoke 300 ms · 1 word, only acknowledgements",
+  );
+  assert.equal(
+    interruptionText({ kind: "barge_in", by: "client", why: "", speech_ms: 0, text: "", cut: true, spoken_words: 0, reply_words: 0, spoken_share: null }),
+    "barge-in (by the client) · cut (the reply's words unknown) · spoke 0 ms",
+  );
+  assert.match(interruptionText({ kind: "backchannel", by: "user", decided: false, why: "", speech_ms: null, cut: false }), /^backchannel \(so far\)/);
+});
+
+test("the headings follow the server's stages; the summary line counts and says the thresholds", () => {
+  assert.deepEqual(headings(PAYLOAD), [
+    "Turn",
+    "Said",
+    "Latency",
+    "Final transcription",
+    "LLM started",
+    "LLM first token",
+    "First TTS audio",
+    "Bot speaking",
+    "Interruptions",
+    "Missing / notes",
+  ]);
+  assert.equal(
+    summaryText(PAYLOAD),
+    "2 turns, 1 with every stage measured; 1 barge-in, 0 backchannels (a backchannel: at most 3 words of acknowledgement, or under 800 ms untranscribed).",
+  );
+  assert.equal(summaryText({ ...PAYLOAD, counts: { turns: 0 }, live: true }), "No turn yet.");
+  assert.equal(summaryText({ ...PAYLOAD, counts: { turns: 0 }, live: false }), "No turn in this call.");
+  assert.equal(percent(0.375), "38 %");
+  assert.equal(percent(null), "—");
+});
