@@ -434,7 +434,6 @@ def payload(delivery: AlertDelivery) -> dict:
 
 def alert_payload(alert: Alert, event: str) -> dict:
     rule = alert.rule
-    threshold, window = settings_of(rule)
     link = absolute(reverse("alert_detail", args=[alert.pk]))
     body = {
         "event": event,
@@ -443,13 +442,7 @@ def alert_payload(alert: Alert, event: str) -> dict:
         "organization": alert.organization.name,
         "severity": rule.effective_severity,
         "dedup_key": dedup_key(alert),
-        "rule": {
-            "id": rule.pk,
-            "name": rule.name,
-            "condition": rule.condition,
-            "threshold": threshold,
-            "window_minutes": window,
-        },
+        "rule": _rule_part(rule),
         "alert": {
             "id": alert.pk,
             "summary": alert.summary,
@@ -470,6 +463,18 @@ def alert_payload(alert: Alert, event: str) -> dict:
     return _with_text(body)
 
 
+def _rule_part(rule: AlertRule) -> dict:
+    """The rule as every notification names it."""
+    threshold, window = settings_of(rule)
+    return {
+        "id": rule.pk,
+        "name": rule.name,
+        "condition": rule.condition,
+        "threshold": threshold,
+        "window_minutes": window,
+    }
+
+
 def _with_text(body: dict) -> dict:
     link = absolute(reverse("alert_list"))  # where what fires stands first
     text = slack_text(alert_channels.headline(body))
@@ -482,7 +487,6 @@ def _with_text(body: dict) -> dict:
 
 def test_payload(rule: AlertRule, by: str) -> dict:
     """A clearly marked test message for `rule`'s places: no alert fires; every field a real one has."""
-    threshold, window = settings_of(rule)
     now = timezone.now()
     body = {
         "event": "fired",
@@ -491,13 +495,7 @@ def test_payload(rule: AlertRule, by: str) -> dict:
         "organization": rule.organization.name,
         "severity": AlertRule.Severity.INFO,
         "dedup_key": f"rtvi-{rule.organization_id}-test-{uuid.uuid4().hex[:12]}",
-        "rule": {
-            "id": rule.pk,
-            "name": rule.name,
-            "condition": rule.condition,
-            "threshold": threshold,
-            "window_minutes": window,
-        },
+        "rule": _rule_part(rule),
         "alert": {
             "id": None,
             "summary": f"This is a test notification sent by {by} from the RTVI dashboard; nothing is firing.",

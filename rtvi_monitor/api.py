@@ -387,6 +387,31 @@ async def session_control_json(request, session_id):
     return StrictJsonResponse(answer)
 
 
+async def _act_on_call(request, session_id, action: str, parse, ask, record: str, details):
+    """What end/ and send-text/ share: the CSRF check, the session, the body (`parse`: (body, problem)),
+    the bot asked (`ask`), and the audit entry for whatever the bot answered (a 409 never reached it)."""
+    if refused := _csrf_refusal(request):
+        return refused
+    session = await _find(request, session_id)
+    if session is None:
+        return _no_session(session_id)
+    body, problem = parse(request.body)
+    if problem:
+        return json_error(problem, 400)
+    outcome = await ask(session, audit.who(request)[0], body)
+    if outcome.status != 409:
+        await audit.arecord(
+            session.organization_id,
+            record,
+            session.session_id,
+            request=request,
+            **details(body),
+            ok=outcome.ok,
+            error=outcome.error,
+        )
+    return _control_answer(session, action, outcome)
+
+
 @json_methods("POST")
 @key_or_member_required(role=Role.OPERATOR)
 async def session_end(request, session_id):
@@ -397,27 +422,15 @@ async def session_end(request, session_id):
     it cannot be asked (ended, away, no control), 502 when it refused, 504 when it did not answer in time.
     Operators and admins, or a key with write; a browser sends its CSRF token. In the audit log.
     """
-    if refused := _csrf_refusal(request):
-        return refused
-    session = await _find(request, session_id)
-    if session is None:
-        return _no_session(session_id)
-    body, problem = control.end_body(request.body)
-    if problem:
-        return json_error(problem, 400)
-    operator = audit.who(request)[0]
-    outcome = await control.end(session, operator, cancel=body["cancel"])
-    if outcome.status != 409:  # asked of the bot: whatever it answered, it is in the log
-        await audit.arecord(
-            session.organization_id,
-            audit.Action.SESSION_ENDED,
-            session.session_id,
-            request=request,
-            mode="cancel" if body["cancel"] else "graceful",
-            ok=outcome.ok,
-            error=outcome.error,
-        )
-    return _control_answer(session, "end", outcome)
+    return await _act_on_call(
+        request,
+        session_id,
+        "end",
+        control.end_body,
+        lambda session, operator, body: control.end(session, operator, cancel=body["cancel"]),
+        audit.Action.SESSION_ENDED,
+        lambda body: {"mode": "cancel" if body["cancel"] else "graceful"},
+    )
 
 
 @json_methods("POST")
@@ -431,25 +444,12 @@ async def session_send_text(request, session_id):
     for end/. The audit log keeps the text's length and options, not the text: that is in the session's
     own messages, under its retention and redaction.
     """
-    if refused := _csrf_refusal(request):
-        return refused
-    session = await _find(request, session_id)
-    if session is None:
-        return _no_session(session_id)
-    body, problem = control.send_text_body(request.body)
-    if problem:
-        return json_error(problem, 400)
-    operator = audit.who(request)[0]
-    outcome = await control.send_text(session, operator, body["content"], body["options"])
-    if outcome.status != 409:
-        await audit.arecord(
-            session.organization_id,
-            audit.Action.SESSION_TEXT_SENT,
-            session.session_id,
-            request=request,
-            text_length=len(body["content"]),
-            **body["options"],
-            ok=outcome.ok,
-            error=outcome.error,
-        )
-    return _control_answer(session, "send-text", outcome)
+    return await _act_on_call(
+        request,
+        session_id,
+        "send-text",
+        control.send_text_body,
+        lambda session, operator, body: control.send_text(session, operator, body["content"], body["options"]),
+        audit.Action.SESSION_TEXT_SENT,
+        lambda body: {"text_length": len(body["content"]), **body["options"]},
+    )

@@ -30,6 +30,7 @@ from django.conf import settings
 from rtvi_dashboard.wire import CONTROL, CONTROL_VERSION, MAX_CONTROL_ERROR, MAX_CONTROL_TEXT
 
 from rtvi_monitor import lifecycle
+from rtvi_monitor.relay import received
 
 logger = logging.getLogger(__name__)
 
@@ -244,15 +245,7 @@ class Hub:
     async def _listen(self) -> None:
         layer = get_channel_layer()
         channel = inbox(lifecycle.SERVER_ID)
-        while True:
-            try:
-                message = await layer.receive(channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.warning("Receiving control requests failed; retrying", exc_info=True)
-                await asyncio.sleep(1)
-                continue
+        async for message in received(layer, channel, "control requests"):
             # Each in a task: a bot slow to answer never holds up the others' requests.
             task = asyncio.get_running_loop().create_task(self._serve(layer, message))
             self.tasks.add(task)

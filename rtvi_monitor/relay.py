@@ -128,20 +128,27 @@ class Fanout:
 
     async def _listen(self, layer, channel: str) -> None:
         """What the other processes relay, to this process's watchers, in the order it comes."""
-        while True:
-            try:
-                message = await layer.receive(channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.warning("Receiving relays from other processes failed; retrying", exc_info=True)
-                await asyncio.sleep(1)
-                continue
+        async for message in received(layer, channel, "relays from other processes"):
             if message.get("type") == "relay.remote" and message.get("origin") != PROCESS:
                 await self.deliver(message["group"], message["message"])
 
 
 fanout = Fanout()
+
+
+async def received(layer, channel: str, what: str):
+    """`channel`'s messages, one at a time, for ever: a receive that fails (Redis restarting) is logged and
+    tried again a second later. For a process's own listeners (relays here, control requests)."""
+    while True:
+        try:
+            message = await layer.receive(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("Receiving %s failed; retrying", what, exc_info=True)
+            await asyncio.sleep(1)
+            continue
+        yield message
 
 
 async def relay(group: str, message: dict) -> None:
