@@ -81,16 +81,30 @@ def json_methods(*methods: str):
     return decorator
 
 
-BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+# A query parameter's yes or no: true/false, 1/0, and on/off (what an HTML checkbox sends).
+BOOLEANS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+
+
+def parse_bool(params, name: str) -> bool | None:
+    """`params[name]` (a QueryDict or dict) as a yes or no, case-insensitive; None when absent or empty.
+
+    Raises ValueError with a message naming the parameter and what it got.
+    """
+    raw = params.get(name, "").strip()
+    if not raw:
+        return None
+    value = BOOLEANS.get(raw.lower())
+    if value is None:
+        raise ValueError(f"{name} must be true or false, got {raw!r}.")
+    return value
 
 
 def bool_param(request, name: str) -> bool:
-    """A true/false/1/0 query parameter (case-insensitive), false when absent.
-
-    Raises ValueError with a message naming the parameter.
-    """
-    raw = request.GET.get(name, "false")
-    value = BOOLEANS.get(raw.strip().lower())
+    """A yes-or-no query parameter of the request (parse_bool), false when absent; given empty, an error
+    (an API's parameter: a form's empty field, absent for parse_bool, is not sent here)."""
+    if name not in request.GET:
+        return False
+    value = parse_bool(request.GET, name)
     if value is None:
-        raise ValueError(f"{name} must be true or false, got {raw!r}.")
+        raise ValueError(f"{name} must be true or false, got ''.")
     return value

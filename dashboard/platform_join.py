@@ -22,13 +22,13 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import Count, F, Max, Min
 from django.db.models.functions import Coalesce
 
 from dashboard import agents as agents_service
 from dashboard import pipecat_cloud
 from dashboard.builtin_api import iso_ms
-from rtvi_monitor.models import Session
+from rtvi_monitor.models import HAS_ERRORS, Session
 from rtvi_monitor.sessions import BUCKET_MS, histogram_percentile, latency_bucket
 
 # The deployments view reads the agent's sessions of this window, on both sides.
@@ -146,7 +146,7 @@ def deployments(
         rest.values("deployment_id")
         .annotate(
             n=Count("id"),
-            with_errors=Count("id", filter=Q(error_count__gt=0) | Q(fatal=True)),
+            with_errors=Count("id", filter=HAS_ERRORS),
             first=Min("started_at"),
             last=Max("started_at"),
         )

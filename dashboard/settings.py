@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from rtvi_dashboard.wire import MAX_FRAME_BYTES  # the bot package's default: one value on both sides
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -302,7 +303,7 @@ LOGGING = {
 # --- Live sessions (rtvi_monitor/) -----------------------------------------
 # INGEST_MAX_FRAME_BYTES: a bot frame larger than this (in UTF-8 bytes) closes
 # its socket with 4009 after an {"error", "fatal"} frame.
-INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(256 * 1024))
+INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(MAX_FRAME_BYTES))
 # REDACTION_BUILTIN: remove e-mail addresses, phone numbers, payment cards (Luhn), IBANs and US SSNs
 # from every text a bot sends, before it is stored (rtvi_monitor/redaction.py). On unless set to false;
 # organizations add their own patterns in the admin (Redaction rules).

@@ -54,7 +54,7 @@ from rtvi_monitor import alert_channels, lifecycle
 from rtvi_monitor.alert_channels import Target, private_address, slack_text
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import Alert, AlertChannel, AlertDelivery, AlertRule, EndKind, Lease, Session
+from rtvi_monitor.models import HAS_ERRORS, Alert, AlertChannel, AlertDelivery, AlertRule, EndKind, Lease, Session
 from rtvi_monitor.state import percentile
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context:
     total = sessions.count()
     if total < MIN_SESSIONS:
         return None  # too few sessions to say either way: nothing fires, nothing resolves
-    bad = sessions.filter(Q(error_count__gt=0) | Q(fatal=True))
+    bad = sessions.filter(HAS_ERRORS)
     with_errors = bad.count()
     percent = round(100 * with_errors / total, 1)
     if percent <= (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):

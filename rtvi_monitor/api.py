@@ -242,7 +242,6 @@ def session_events_ndjson(request, session):
 EVENTS_PAGE = 100  # messages in a page when `limit` is not given
 SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²"
 SEQ_MAX = 2**63 - 1  # the column is a BigIntegerField
-DIRECTIONS = ("to-client", "from-client")
 
 
 def _page_params(params) -> dict:
@@ -267,7 +266,7 @@ def _page_params(params) -> dict:
     if len(type_) > protocol.MAX_TYPE:
         raise BadFilter(f"type: longer than {protocol.MAX_TYPE} characters")
     direction = params.get("direction", "")
-    if direction and direction not in DIRECTIONS:
+    if direction and direction not in protocol.DIRECTIONS:
         raise BadFilter(f"direction: expected to-client or from-client, got {direction!r}")
     return {**bounds, "limit": limit, "type": type_, "direction": direction}
 

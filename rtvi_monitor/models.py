@@ -94,6 +94,8 @@ class EndKind(models.TextChoices):
 
 # The ends an operator should look at: the call did not end as somebody meant it to.
 FAILED_ENDS = frozenset({EndKind.BOT_VANISHED, EndKind.FATAL_ERROR, EndKind.SERVER_RESTARTED})
+# A session "with errors", wherever one is counted or filtered: it had an error message, or a fatal one.
+HAS_ERRORS = models.Q(error_count__gt=0) | models.Q(fatal=True)
 
 
 class SessionQuerySet(models.QuerySet):

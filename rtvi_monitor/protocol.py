@@ -612,6 +612,9 @@ def _validate(obj: Any) -> Validated:
     return Validated(obj, type_name, True, True, "", "")
 
 
+DIRECTIONS = ("to-client", "from-client")  # which way an RTVI message went: bot to client, or client to bot
+
+
 def default_direction(msg_type: str) -> str:
     """ "from-client" for client-sent types; "to-client" for bot-sent and unknown ones."""
     spec = CATALOG.get(msg_type)

@@ -20,8 +20,6 @@ from rtvi_monitor.models import Session, caller_key, storable
 from rtvi_monitor.redaction import NONE, Redactor
 from rtvi_monitor.state import SessionState
 
-DIRECTIONS = ("to-client", "from-client")
-
 SEEN_WINDOW = 100_000  # bot seqs a stream remembers what they hold
 MAX_STREAMS = 256  # streams a session remembers (a bot restart is a new one)
 EARLIEST_SENT_AT = 946_684_800.0  # 2000-01-01: older stamps are a broken clock
@@ -172,7 +170,7 @@ class LiveSession:
 
         direction = frame.get("direction") or protocol.default_direction(checked.type)
         wrapper_error = ""
-        if direction not in DIRECTIONS:
+        if direction not in protocol.DIRECTIONS:
             wrapper_error = f"direction: expected 'to-client' or 'from-client', got {protocol.describe(direction)}"
             direction = protocol.default_direction(checked.type)
         sent_at = frame.get("sent_at")

@@ -11,10 +11,11 @@ from django.db.models.functions import Cast, Coalesce, Floor
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from dashboard.http import parse_bool
 from rtvi_monitor import events, turns
 from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.error_groups import error_groups
-from rtvi_monitor.models import FAILED_ENDS, AlertRule, EndKind, Session
+from rtvi_monitor.models import FAILED_ENDS, HAS_ERRORS, AlertRule, EndKind, Session
 from rtvi_monitor.traces import session_traces
 
 
@@ -34,14 +35,10 @@ def _datetime(params, name: str) -> datetime | None:
 
 
 def _boolean(params, name: str) -> bool | None:
-    raw = params.get(name, "").strip().lower()
-    if not raw:
-        return None
-    if raw in ("true", "1", "on"):
-        return True
-    if raw in ("false", "0"):
-        return False
-    raise BadFilter(f"{name}: expected true or false, got {raw!r}")
+    try:
+        return parse_bool(params, name)
+    except ValueError as exc:
+        raise BadFilter(str(exc)) from None
 
 
 def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
@@ -67,8 +64,7 @@ def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
         queryset = queryset.filter(status=status)
     has_errors = _boolean(params, "has_errors")
     if has_errors is not None:
-        with_errors = Q(error_count__gt=0) | Q(fatal=True)
-        queryset = queryset.filter(with_errors) if has_errors else queryset.exclude(with_errors)
+        queryset = queryset.filter(HAS_ERRORS) if has_errors else queryset.exclude(HAS_ERRORS)
     fatal = _boolean(params, "fatal")
     if fatal is not None:
         queryset = queryset.filter(fatal=fatal)
@@ -138,7 +134,7 @@ def overview(organization, now, listed=None) -> dict:
         "live_count": live.filter(bot_left_at__isnull=True).count(),
         "away_count": live.filter(bot_left_at__isnull=False).count(),
         "sessions_last_hour": last_hour.count(),
-        "error_sessions_last_hour": last_hour.filter(Q(error_count__gt=0) | Q(fatal=True)).count(),
+        "error_sessions_last_hour": last_hour.filter(HAS_ERRORS).count(),
         "error_groups": error_groups(organization, now),
         "ended_badly": list(badly.select_related("agent").order_by("-ended_at")[:20]),
         "ended_badly_count": badly.count(),
@@ -441,7 +437,7 @@ def _counts(sessions, since, start, end) -> dict:
         "totals": list(
             recent.values("agent_key", "agent_name", "hour").annotate(
                 sessions=Count("id"),
-                with_errors=Count("id", filter=Q(error_count__gt=0) | Q(fatal=True)),
+                with_errors=Count("id", filter=HAS_ERRORS),
                 fatal=Count("id", filter=Q(fatal=True)),
                 cost=Sum("cost_usd"),
             )

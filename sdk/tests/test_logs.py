@@ -37,6 +37,9 @@ class Client:
         self.closed = False
         self.on_send = None
 
+    def set_control(self, handler) -> None:  # DashboardClient's: the processor hands it its control handler
+        self.control = handler
+
     def send(self, message: dict, direction: str = "to-client") -> int | None:
         self.threads.add(threading.get_ident())
         self.sent.append(message)

@@ -214,6 +214,9 @@ class Recorder:
     async def close(self, timeout=10, finished=True):
         self.closed = True
 
+    def set_control(self, handler):  # the operators' actions: what the package applies (tested server side)
+        self.control = handler
+
 
 async def test_the_processor_is_configured_from_the_environment(monkeypatch):
     from rtvi_dashboard.pipecat import DashboardRTVIProcessor
