@@ -25,10 +25,11 @@ Pipecat 1.14 pipeline's traffic, see tests/rtvi_samples.py):
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rtvi_monitor.patches import Tail, public, put, same
 from rtvi_monitor.protocol import CATALOG, protocol_version
 from rtvi_monitor.services import service_kind
 
@@ -172,90 +173,6 @@ def _cap_dict(items: dict, limit: int = MAX_ITEMS) -> None:
         del items[next(iter(items))]
 
 
-class Tail:
-    """A list that keeps its newest items and knows what changed since it was last read.
-
-    Items are appended, and the newest ones changed in place; the oldest are
-    dropped past `limit` items (or past `budget` characters, by `size`). Each
-    item has a position that never changes (`dropped` + its index), so
-    `patch()` can say exactly what changed: "from position `at` the items
-    are now these, and the first kept is at `base`". Applying patches to a
-    copy of the list, in order, gives the list: the browser keeps its model
-    of a session this way, with no rules of its own.
-    """
-
-    __slots__ = ("budget", "dirty", "dropped", "items", "limit", "size", "sizes", "used")
-
-    def __init__(self, limit: int | None = None, budget: int = 0, size: Callable[[Any], int] | None = None):
-        self.items: list = []
-        self.limit = MAX_ITEMS if limit is None else limit
-        self.budget = budget  # 0: no byte budget
-        self.size = size
-        self.sizes: list[int] = []
-        self.used = 0
-        self.dropped = 0  # items dropped from the front so far
-        self.dirty: int | None = None  # lowest index changed since the last patch
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __iter__(self):
-        return iter(self.items)
-
-    def __getitem__(self, index):
-        return self.items[index]
-
-    def append(self, item) -> None:
-        self.items.append(item)
-        index = len(self.items) - 1
-        self.dirty = index if self.dirty is None else min(self.dirty, index)
-        drop = max(0, len(self.items) - self.limit)
-        if self.budget:
-            n = self.size(item)
-            self.sizes.append(n)
-            self.used += n
-            used = self.used - sum(self.sizes[:drop])
-            while used > self.budget and drop < len(self.items) - 1:  # the newest always stays
-                used -= self.sizes[drop]
-                drop += 1
-        if drop:
-            self._drop(drop)
-
-    def _drop(self, n: int) -> None:
-        if self.budget:
-            self.used -= sum(self.sizes[:n])
-            del self.sizes[:n]
-        del self.items[:n]
-        self.dropped += n
-        self.dirty = max(0, self.dirty - n) if self.dirty is not None else None
-
-    def touch(self, index: int) -> None:
-        """The item at `index` (negative counts from the end) changed."""
-        if index < 0:
-            index += len(self.items)
-        if self.budget and 0 <= index < len(self.sizes):
-            n = self.size(self.items[index])
-            self.used += n - self.sizes[index]
-            self.sizes[index] = n
-        self.dirty = index if self.dirty is None else min(self.dirty, index)
-
-    def touch_position(self, position: int) -> None:
-        """The item at this position changed (ignored when it was dropped already)."""
-        index = position - self.dropped
-        if 0 <= index < len(self.items):
-            self.touch(index)
-
-    def next_position(self) -> int:
-        return self.dropped + len(self.items)
-
-    def patch(self, dump: Callable[[Any], Any]) -> dict | None:
-        """What changed since the last patch, or None; `dump` turns an item into JSON."""
-        if self.dirty is None:
-            return None
-        index, self.dirty = self.dirty, None
-        return {"at": self.dropped + index, "items": [dump(x) for x in self.items[index:]], "base": self.dropped}
-
-
 class _Lane:
     """Intervals of one activity (speaking, busy) that never overlap themselves."""
 
@@ -312,14 +229,14 @@ class SessionState:
         self.client_about: Any = None
         self.bot_about: Any = None
         self.lanes = {name: _Lane() for name in ("user_speaking", "bot_speaking", "llm_busy", "tts_busy")}
-        self.interruptions = Tail()
-        self.transcript = Tail(budget=TRANSCRIPT_BUDGET, size=lambda item: len(item["text"]) + 64)
+        self.interruptions = Tail(MAX_ITEMS)
+        self.transcript = Tail(MAX_ITEMS, budget=TRANSCRIPT_BUDGET, size=lambda item: len(item["text"]) + 64)
         self._user_item: dict | None = None  # the voice line partials update, and finals complete
         self._bot_item: dict | None = None  # the bot line of the current turn
         self._segments: dict[Any, _Segment] = {}  # segment_id -> segment, for updates that come late
         self._text_sources: dict[str, str] = {}  # "llm"/"tts" -> the message type that carries it here
         self._chat_ids: dict[str, None] = {}  # send-text ids, to skip Pipecat's user-input echo of them
-        self.turns = Tail()
+        self.turns = Tail(MAX_ITEMS)
         self._latency: dict | None = None  # cached until a turn is added
         self._pending_turn: dict | None = None  # the user stopped; the bot has not started speaking yet
         self._metrics_turn: dict | None = None  # the turn ttfb metrics still attach to
@@ -329,9 +246,9 @@ class SessionState:
         self.function_calls: dict[str, dict] = {}
         self.client_messages: dict[str, dict] = {}
         self._request_types: dict[str, str] = {}  # id -> type of what the client sent, for error-response
-        self.server_messages = Tail(budget=LIST_BUDGET, size=_size)
-        self.errors = Tail(budget=LIST_BUDGET, size=_size)
-        self.markers = Tail()  # moments the timeline marks: the client's disconnect-bot, the session's end
+        self.server_messages = Tail(MAX_ITEMS, budget=LIST_BUDGET, size=_size)
+        self.errors = Tail(MAX_ITEMS, budget=LIST_BUDGET, size=_size)
+        self.markers = Tail(MAX_ITEMS)  # moments the timeline marks: the client's disconnect-bot, the session's end
         self.fatal = False
         self.ended = False
         self.end_reason = ""
@@ -1083,7 +1000,7 @@ class SessionState:
 
     def transcript_items(self) -> list[dict]:
         """The transcript lines without their bookkeeping."""
-        return [_public(item) for item in self.transcript]
+        return [public(item) for item in self.transcript]
 
     def head(self) -> dict:
         """The small parts of the state, sent whole when they change."""
@@ -1114,12 +1031,12 @@ class SessionState:
 
     def _tails(self):
         """(path, tail, dump) for every list that changes at its end."""
-        yield ("transcript",), self.transcript, _public
+        yield ("transcript",), self.transcript, public
         yield ("turns",), self.turns, _turn
-        yield ("interruptions",), self.interruptions, _same
-        yield ("server_messages",), self.server_messages, _same
-        yield ("errors",), self.errors, _same
-        yield ("markers",), self.markers, _same
+        yield ("interruptions",), self.interruptions, same
+        yield ("server_messages",), self.server_messages, same
+        yield ("errors",), self.errors, same
+        yield ("markers",), self.markers, same
         for name, lane in self.lanes.items():
             yield ("intervals", name), lane.intervals, list
         for kind, series in self.metrics.items():
@@ -1130,7 +1047,7 @@ class SessionState:
         """The whole derived state, JSON-serializable."""
         state = self.head()
         for path, tail, dump in self._tails():
-            _put(state, path, [dump(item) for item in tail])
+            put(state, path, [dump(item) for item in tail])
         for name in ("intervals", "metrics"):
             state.setdefault(name, {})
         state["function_calls"] = self._function_calls()
@@ -1141,7 +1058,7 @@ class SessionState:
         """Where each list of to_dict() starts (items dropped before it): a patch stream continues from here."""
         bases: dict = {}
         for path, tail, _ in self._tails():
-            _put(bases, path, tail.dropped)
+            put(bases, path, tail.dropped)
         return bases
 
     def _function_calls(self) -> list[dict]:
@@ -1152,7 +1069,7 @@ class SessionState:
 
         Patches are exact and cumulative: a copy of to_dict() (with bases())
         taken at any moment, given every later patch in order by
-        `apply_changes`, equals to_dict(). Whoever keeps a copy (the
+        `patches.apply_changes`, equals to_dict(). Whoever keeps a copy (the
         browser's page) applies them and derives nothing itself.
         """
         changes: dict = {}
@@ -1165,7 +1082,7 @@ class SessionState:
         for path, tail, dump in self._tails():
             patch = tail.patch(dump)
             if patch is not None:
-                _put(changes, ("tails", *path), patch)
+                put(changes, ("tails", *path), patch)
         if "function_calls" in self._changed:
             changes["function_calls"] = self._function_calls()
         if "client_messages" in self._changed:
@@ -1204,47 +1121,6 @@ def _turn(turn: dict) -> dict:
     if turn["latency_ms"] is not None:
         parts.append({"part": "bot_speaking", "from_ms": 0.0, "to_ms": round(turn["latency_ms"], 1)})
     return {**turn, "waterfall": parts}
-
-
-def _public(item: dict) -> dict:
-    return {k: v for k, v in item.items() if not k.startswith("_")}
-
-
-def _same(item):
-    return item
-
-
-def _put(target: dict, path: tuple, value) -> None:
-    for key in path[:-1]:
-        target = target.setdefault(key, {})
-    target[path[-1]] = value
-
-
-def apply_changes(state: dict, bases: dict, changes: dict) -> None:
-    """Apply one take_changes() patch to a copy of to_dict() in place (with its bases()).
-
-    The reference for static/js/model.js, which does the same in the browser;
-    the tests check both against the reducer.
-    """
-    state.update(changes.get("head", {}))
-    for key in ("function_calls", "client_messages"):
-        if key in changes:
-            state[key] = changes[key]
-
-    def walk(patches: dict, target: dict, base: dict) -> None:
-        for key, patch in patches.items():
-            if isinstance(patch.get("at"), int) and isinstance(patch.get("items"), list):
-                items = target.setdefault(key, [])
-                start = base.get(key, 0)
-                # Keep what precedes the change, drop what the server dropped, then the new tail.
-                del items[patch["at"] - start :]
-                del items[: patch["base"] - start]
-                items.extend(patch["items"])
-                base[key] = patch["base"]
-            else:
-                walk(patch, target.setdefault(key, {}), base.setdefault(key, {}))
-
-    walk(changes.get("tails", {}), state, bases)
 
 
 _HANDLERS = {

@@ -5,7 +5,7 @@
 // each list starts) and then, with every stored batch, the patch its
 // take_changes() made. Applying them in order gives exactly the server's state;
 // this module applies and never derives (the reference is
-// rtvi_monitor.state.apply_changes, and tests check both against the reducer).
+// rtvi_monitor.patches.apply_changes, and tests check both against the reducer).
 
 /**
  * A model from a snapshot frame.
