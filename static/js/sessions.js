@@ -130,10 +130,27 @@ function showAllLive(sessions) {
   for (const session of [...sessions].sort(newestFirst)) showSession(session);
 }
 
+/**
+ * The writer's figures for a session (an "updated" frame): a row read when it stored, which can be
+ * older than the latest started/away/back/ended frame. Those frames alone say whether it is live and
+ * where its bot is; an update refreshes the figures of a row the page shows, and adds none.
+ */
+function showUpdate(session) {
+  const known = live.get(session.id);
+  if (known) {
+    known.session = { ...session, status: known.session.status, bot: known.session.bot };
+    fill(known.row, known.session);
+  }
+  const row = history.get(session.id);
+  if (row) fill(row, { ...session, status: row.dataset.status || session.status, bot: row.dataset.bot ?? session.bot });
+}
+
 function onFrame(frame) {
   if (frame.type === "live") {
     showAllLive(frame.sessions);
-  } else if (["started", "updated", "away", "back", "ended"].includes(frame.type)) {
+  } else if (frame.type === "updated") {
+    showUpdate(frame.session);
+  } else if (["started", "away", "back", "ended"].includes(frame.type)) {
     showSession(frame.session);
   }
 }
