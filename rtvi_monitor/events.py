@@ -199,14 +199,15 @@ def stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:
         return protocol.Validated(None, checked.type, False, checked.known, error, text), text
 
 
-def redact(checked: protocol.Validated, redactor) -> tuple[protocol.Validated, dict | None]:
+def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) -> tuple[protocol.Validated, dict | None]:
     """The message (its payload's texts) or the raw text of what is not a message, with what the
-    organization's redactor removes replaced (rtvi_monitor/redaction.py); and what was removed."""
+    organization's redactor removes replaced (rtvi_monitor/redaction.py); and what was removed.
+    `keep`: payload keys the dashboard wrote itself (Redactor.message)."""
     if not redactor:
         return checked, None
     counts: dict[str, int] = {}
     if isinstance(checked.message, dict):
-        message = redactor.message(checked.message, counts)
+        message = redactor.message(checked.message, counts, keep)
         if message is not checked.message:
             checked = dataclasses.replace(checked, message=message)
     elif checked.raw:

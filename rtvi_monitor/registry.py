@@ -95,7 +95,9 @@ class LiveSession:
             # same for the same caller; its key goes in with the row until the session has it (erasure by caller).
             caller = self._caller_key(user_id)
             frame = _with_user_id(frame, CALLER_PREFIX + caller[:CALLER_SHOWN])
-        row, reply = self._accept(frame, received_at, replier, stream, redactor)
+        # The pseudonym is the dashboard's, not the bot's words: redaction leaves it (it may be all digits).
+        keep = ("user_id",) if caller else ()
+        row, reply = self._accept(frame, received_at, replier, stream, redactor, keep)
         if row is not None:
             if row.error and redactor:
                 row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
@@ -111,7 +113,9 @@ class LiveSession:
                 self.callers[user_id] = key
         return key
 
-    def _accept(self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor):
+    def _accept(
+        self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor, keep: tuple = ()
+    ):
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.
 
         `frame` is the parsed JSON, or the raw text when it was not JSON;
@@ -129,7 +133,7 @@ class LiveSession:
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
             # Bare RTVI message, or something that is not even JSON: stored in the dashboard's order.
-            checked, redacted = redact(protocol.check(frame), redactor)
+            checked, redacted = redact(protocol.check(frame), redactor, keep)
             checked, text = stored_form(checked)
             row = self._row(
                 stream, None, protocol.default_direction(checked.type), checked, received_at, None, "", text
@@ -140,7 +144,7 @@ class LiveSession:
             return self._wait(row, replier), None
 
         seq = frame["seq"]
-        checked, redacted = redact(protocol.check(frame["message"]), redactor)
+        checked, redacted = redact(protocol.check(frame["message"]), redactor, keep)
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
             error = f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; recorded without it"
             checked, text = stored_form(checked)

@@ -203,6 +203,37 @@ async def test_a_watching_page_receives_the_messages_redacted(org, ingest_token,
 
 
 @pytestmark_live
+async def test_a_callers_pseudonym_is_never_taken_for_a_phone_number(org, ingest_token, monkeypatch):
+    """The dashboard writes a caller's user_id as "caller:" and 12 hex characters of its key; one key in 280
+    starts with 12 digits, which read as a phone number: it is the dashboard's word, so redaction leaves it."""
+    from rtvi_monitor import registry
+
+    monkeypatch.setattr(registry, "caller_key", lambda organization_id, user_id: "415555010012" + "ab" * 14)
+    await sync_to_async(RedactionRule.objects.create)(organization=org, name="anything", pattern=r"caller:\w+")
+    bot = bot_socket("pseudonym", ingest_token)
+    assert (await bot.connect())[0]
+    said = {"text": "call me on 4155550100", "final": True, "user_id": "+1 415 555 0100", "timestamp": "t"}
+    await send(bot, wrap(1, rtvi("user-transcription", said)))
+    assert "ack" in await receive(bot)
+    await bot.disconnect(code=1000)
+    event = await sync_to_async(Event.objects.get)(session__session_id="pseudonym")
+    data = json.loads(event.message)["data"]
+    assert data["user_id"] == "caller:415555010012"  # neither [phone] nor the org's rule
+    assert data["text"] == "call me on [phone]" and json.loads(event.redacted) == {"phone": 1}
+
+
+def test_kept_keys_are_left_as_they_are_and_in_their_place():
+    message = {"type": "user-transcription", "data": {"user_id": "caller:415555010012", "text": "4155550100"}}
+    counts = {}
+    out = DEFAULT.message(message, counts, keep=("user_id",))
+    assert list(out["data"].items()) == [("user_id", "caller:415555010012"), ("text", "[phone]")]
+    assert counts == {"phone": 1}
+    clean = {"type": "user-transcription", "data": {"user_id": "caller:415555010012", "text": "hello"}}
+    assert DEFAULT.message(clean, {}, keep=("user_id",)) is clean
+    assert DEFAULT.message(message, {})["data"]["user_id"] == "caller:[phone]"  # what the keep is for
+
+
+@pytestmark_live
 async def test_an_organizations_rule_applies_to_its_own_bots_only(org, other_org, ingest_token):
     await sync_to_async(RedactionRule.objects.create)(organization=org, name="member-id", pattern=r"M-\d{6}")
     _, other_token = await sync_to_async(IngestToken.issue)(other_org, "other")
