@@ -1,6 +1,7 @@
 """The product's formats on the server: the `duration` filter (the same rules as format.js's formatDuration,
-checked on one table of cases in both languages), clients and bots as words (peer_text and peerText), ids
-shown short (short_id and shortId), and the <time> every page's moments are written as."""
+checked on one table of cases in both languages), clients and bots as words (peer_text and state_format.js's
+peerText), ids shown short (short_id and format.js's shortId), and the <time> every page's moments are
+written as."""
 
 import json
 import random
@@ -16,7 +17,9 @@ from dashboard.display import peer_text, short_id
 from dashboard.templatetags.dashboard_format import duration
 from tests.conftest import skip_or_fail
 
-FORMAT_JS = Path(__file__).resolve().parent.parent / "static" / "js" / "format.js"
+STATIC_JS = Path(__file__).resolve().parent.parent / "static" / "js"
+FORMAT_JS = STATIC_JS / "format.js"  # every page's: durations, short ids
+STATE_FORMAT_JS = STATIC_JS / "state_format.js"  # the session page's: clients and bots as words
 
 # (milliseconds, text): every boundary of every rule, both sides of it. tests/js/format.test.mjs has the landmarks.
 DURATIONS = [
@@ -118,8 +121,8 @@ def test_a_moment_is_utc_whatever_the_server_zone(settings):
     assert 'datetime="2026-07-01T12:00:00+00:00"' in html and ">2026-07-01 12:00:00 UTC</time>" in html
 
 
-# (version, about, text): what a client-ready or bot-ready says, as a person reads it. format.js's peerText
-# says the same on the same table (test_format_js_reads_clients_and_bots_the_same).
+# (version, about, text): what a client-ready or bot-ready says, as a person reads it. state_format.js's peerText
+# says the same on the same table (test_state_format_js_reads_clients_and_bots_the_same).
 PEERS = [
     (
         "2.1.0",
@@ -166,13 +169,13 @@ IDS = [
 ]
 
 
-def run_js(function: str, calls: list) -> list:
-    """format.js's `function` on each argument list, in Node."""
+def run_js(module: Path, function: str, calls: list) -> list:
+    """The module's `function` on each argument list, in Node."""
     node = shutil.which("node")
     if node is None:
-        skip_or_fail("Node.js is not installed: format.js cannot be checked against the filters")
+        skip_or_fail(f"Node.js is not installed: {module.name} cannot be checked against the filters")
     script = (
-        f"import {{ {function} }} from {json.dumps(FORMAT_JS.as_uri())};"
+        f"import {{ {function} }} from {json.dumps(module.as_uri())};"
         "const calls = JSON.parse(process.argv[1]);"
         f"console.log(JSON.stringify(calls.map((args) => {function}(...args))));"
     )
@@ -191,8 +194,9 @@ def test_a_client_or_bot_reads_as_its_library_and_platform_not_json(version, abo
     assert peer_text(version, about) == text
 
 
-def test_format_js_reads_clients_and_bots_the_same():
-    assert run_js("peerText", [[version, about] for version, about, _ in PEERS]) == [text for *_, text in PEERS]
+def test_state_format_js_reads_clients_and_bots_the_same():
+    calls = [[version, about] for version, about, _ in PEERS]
+    assert run_js(STATE_FORMAT_JS, "peerText", calls) == [text for *_, text in PEERS]
 
 
 @pytest.mark.parametrize(("value", "text"), IDS)
@@ -201,7 +205,7 @@ def test_uuids_read_short_and_ids_somebody_chose_whole(value, text):
 
 
 def test_format_js_shortens_the_same_ids():
-    assert run_js("shortId", [[value] for value, _ in IDS]) == [text for _, text in IDS]
+    assert run_js(FORMAT_JS, "shortId", [[value] for value, _ in IDS]) == [text for _, text in IDS]
 
 
 def test_the_filters_keep_the_whole_id_on_hover_and_the_words_escaped():

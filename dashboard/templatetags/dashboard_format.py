@@ -1,8 +1,9 @@
 """The product's formats in templates: `{{ value|duration }}` (milliseconds) or `{{ value|duration:"s" }}`,
 `{% short_id id %}`, `{{ about|peer:version }}`, and the rest below.
 
-The rules live in dashboard/display.py (pure, also used outside templates); static/js/format.js has the same
-ones for what the browser renders; tests/test_format.py checks both against one table of cases.
+The rules live in dashboard/display.py (pure, also used outside templates); static/js/format.js and
+state_format.js have the same ones for what the browser renders; tests/test_format.py checks both against one
+table of cases.
 """
 
 import json

@@ -2,7 +2,7 @@
 // line of what it says), filtered by type and direction, paged from the server
 // (GET /api/sessions/<id>/events/), a row opening to the whole message (events/<seq>/).
 // Everything a bot or client sent is written with textContent.
-import { eventType, isPreview, messageText } from "./format.js";
+import { eventType, isPreview, messageText } from "./message_format.js";
 import { LOG_PAGE, LogPager, absoluteTimeOf, clockOf, eventTime, indexAt, previewText } from "./session_view.js";
 
 const DIRECTIONS = { "to-client": "bot→client", "from-client": "client→bot" };

@@ -4,33 +4,19 @@
 // markers are what rtvi_monitor/state.py made of the messages, and the header is the session row.
 // Everything a bot or a client sent is written with textContent.
 //
-// Parts: session_view.js (pure: what each view shows), timeline.js (the canvas), message_log.js
-// (the paged log), audio_player.js (the call's recording). This module holds the socket, the model,
-// the timeline's window and the cursor that links the timeline, the transcript, the charts, the log
-// and the audio's playhead.
+// Parts: session_view.js (pure: what each view shows), state_format.js, session_row.js,
+// timeline_lanes.js and message_format.js (pure: the state, the row and the messages as words and
+// lanes), timeline.js (the canvas), message_log.js (the paged log), audio_player.js (the call's
+// recording). This module holds the socket, the model, the timeline's window and the cursor that
+// links the timeline, the transcript, the charts, the log and the audio's playhead.
 import uPlot from "../vendor/uplot/uPlot.esm.js";
 import { createAudioPlayer } from "./audio_player.js";
-import {
-  countsText,
-  fatalText,
-  formatDuration,
-  latencySeries,
-  latencyText,
-  mergeEvents,
-  metricSeries,
-  peerText,
-  peerTitle,
-  sessionStatus,
-  speaker,
-  speakerText,
-  timelineEnd,
-  timelineStart,
-  totalsText,
-  transcriptEntries,
-} from "./format.js";
+import { formatDuration } from "./format.js";
 import { liveSocket } from "./live.js";
+import { mergeEvents } from "./message_format.js";
 import { createMessageLog } from "./message_log.js";
 import { applyChanges, batchFits, createModel } from "./model.js";
+import { sessionStatus } from "./session_row.js";
 import {
   LIVE_SPAN,
   MIN_SPAN,
@@ -53,7 +39,21 @@ import {
   windowShowing,
   zoomWindow,
 } from "./session_view.js";
+import {
+  countsText,
+  fatalText,
+  latencySeries,
+  latencyText,
+  metricSeries,
+  peerText,
+  peerTitle,
+  speaker,
+  speakerText,
+  totalsText,
+  transcriptEntries,
+} from "./state_format.js";
 import { createTimeline } from "./timeline.js";
+import { timelineEnd, timelineStart } from "./timeline_lanes.js";
 
 const config = JSON.parse(document.getElementById("session-config").textContent);
 const $ = (id) => document.getElementById(id);

@@ -1,6 +1,6 @@
 // The session page's "Act on the call" card: end a live call, or send text into it (RTVI send-text).
 //
-// The server decides (rtvi_monitor/control.py): GET control/ says whether the bot can be asked now and
+// The server decides (rtvi_monitor/live/control.py): GET control/ says whether the bot can be asked now and
 // why not; POST end/ and send-text/ ask it and answer with what the bot said. This module only shows
 // that: buttons enabled or disabled with the reason, and each answer as text (textContent only).
 // It asks again when the page's status changes (session.js keeps #status current), and every 15 s.

@@ -2,9 +2,11 @@
 // the timeline's window and time axis, the charts' names and colours, the message log's pages.
 // No DOM here (tests/js/session_view.test.mjs).
 //
-// Like format.js, these only pick, place and word what the server sent: the session row and
+// Like state_format.js, these only pick, place and word what the server sent: the session row and
 // the reducer's state (rtvi_monitor/state.py). Nothing here computes latency, turns or who speaks.
-import { absoluteTime, eventType, formatDuration, formatValue, isPreview, messageSummary, sessionStatus, shortId } from "./format.js";
+import { absoluteTime, formatDuration, shortId } from "./format.js";
+import { eventType, formatValue, isPreview, messageSummary } from "./message_format.js";
+import { sessionStatus } from "./session_row.js";
 
 // --- times -------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@
 // derives nothing. So the page keeps the rows it has true (a session in it that ends reads "ended"
 // at once), and says when a reload would show the history as it now is.
 import { liveSocket } from "./live.js";
-import { formatDuration, latencyPair, newestFirst, sessionStatus, shortId, showTime } from "./format.js";
+import { formatDuration, shortId, showTime } from "./format.js";
+import { latencyPair, newestFirst, sessionStatus } from "./session_row.js";
 
 const config = JSON.parse(document.getElementById("sessions-config").textContent);
 const liveBody = document.querySelector("#live-sessions tbody");
