@@ -167,3 +167,46 @@ def test_a_seed_replays_the_same_session(played):
 
     assert played["replay_a"]["id"] != played["replay_b"]["id"]
     assert content(played["replay_a"]) == content(played["replay_b"])
+
+
+def test_an_operator_acts_on_a_demo_call_as_on_a_real_bots(server):
+    """The demo bot takes the dashboard's control frames as the Pipecat integration does (README's "Act on
+    the call" works in `make run`): a sent text is answered by the bot at its next turn, an end ends the call."""
+    said = "An agent will call you back within ten minutes."
+
+    async def act():
+        bot = DemoBot(server.ws_url, server.token, speed=4, seed=8, agent_name="support-concierge")
+        call = asyncio.ensure_future(bot.session(12, scenario="clean"))
+        headers = {"Authorization": f"Bearer {server.key}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=10) as api:
+            session_id = None
+            for _ in range(200):  # the session's id, once its bot has connected and can be asked
+                live = (await api.get("/api/sessions/", params={"status": "live"})).json()["sessions"]
+                mine = [s["id"] for s in live if s["bot"] == "connected"]  # the played sessions have all ended
+                if mine and (await api.get(f"/api/sessions/{mine[0]}/control/")).json()["available"]:
+                    session_id = mine[0]
+                    break
+                await asyncio.sleep(0.05)
+            assert session_id, "the demo call never became available to act on"
+            sent = await api.post(f"/api/sessions/{session_id}/send-text/", json={"content": said})
+            assert sent.status_code == 200, sent.text
+            for _ in range(200):  # the bot answers it at its next turn
+                transcript = (await api.get(f"/api/sessions/{session_id}/")).json()["transcript"]
+                if any(line["role"] == "bot" and said in line["text"] for line in transcript):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the bot never said the operator's text")
+            ended = await api.post(f"/api/sessions/{session_id}/end/", json={})
+            assert ended.status_code == 200, ended.text
+            assert await asyncio.wait_for(call, 10) == session_id  # the demo's call stops at once
+            for _ in range(100):
+                body = (await api.get(f"/api/sessions/{session_id}/")).json()
+                if body["status"] == "ended":
+                    return body
+                await asyncio.sleep(0.1)
+            raise AssertionError("the call did not end")
+
+    body = asyncio.run(act())
+    assert body["end_kind"] == "bot_finished"  # the pipeline ended; the caller did not hang up
+    assert len([line for line in body["transcript"] if line["role"] == "user"]) < 12  # stopped before the script's end

@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 
 from rtvi_dashboard import DashboardClient
 from rtvi_dashboard.audio import AudioUploader, chunk_seconds_from_env
+from rtvi_dashboard.client import ControlRefused
 
 logger = logging.getLogger(__name__)
 
@@ -565,11 +566,12 @@ class DemoBot:
         session_id = f"demo-{uuid.uuid4().hex[:12]}"
         logger.info("%s: %s plays %s, %s", session_id, self.agent_name or "an unknown agent", chosen.name, scenario)
         client = DashboardClient(self.url, self.token, session_id, self.agent_id)
-        client.start()
         tape = await self.tape(session_id)
         call = _Call(client.send, self.random, self.speed, persona, chosen, scenario, tape)
+        client.set_control(call.control)  # an operator may end the call or send text into it, as with Pipecat
+        client.start()
         goodbye = await call.play(turns or len(chosen.turns))
-        if goodbye:
+        if goodbye and not call.ended_by_operator:
             client.send(rtvi("disconnect-bot"), "from-client")  # the caller hangs up
         # A bot that went mid-sentence did not finish: it goes away (1001), and the dashboard counts it
         # as vanished once its grace runs out. A fatal error ended the session already.
@@ -592,6 +594,10 @@ class DemoBot:
         return Tape(uploader)
 
 
+class _Ended(Exception):
+    """An operator ended the call from the dashboard."""
+
+
 class _Call:
     """One session being played: its script in its scenario, and what the bot has said so far."""
 
@@ -610,6 +616,32 @@ class _Call:
         self.tape = tape  # the call's audio, when it is recorded
         self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
         self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
+        # The dashboard's control frames (DashboardClient.set_control): an end stops the call at its next
+        # pause; a sent text is answered at the next turn, as an LLM given it would.
+        self.ending = asyncio.Event()
+        self.ended_by_operator = False
+        self.sent_texts: list[str] = []
+
+    async def control(self, frame: dict) -> None:
+        """An operator's control frame, taken as a Pipecat bot takes it (rtvi_dashboard.pipecat): "end" ends
+        the call (its pipeline stops; the bot closes as finished), "send-text" gives the bot text to answer."""
+        if frame["action"] == "end":
+            self.ended_by_operator = True
+            self.ending.set()
+            return
+        content = frame.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ControlRefused("send-text: content must be a non-empty string")
+        self.sent_texts.append(content.strip())
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, unless an operator ends the call meanwhile (then `_Ended`)."""
+        if not self.ending.is_set():
+            try:
+                await asyncio.wait_for(self.ending.wait(), seconds)
+            except TimeoutError:
+                return
+        raise _Ended
 
     async def pause(self, seconds: float, exactly: float | None = None) -> None:
         """Wait about this long, as people and networks do; `exactly` as long as a line's audio takes.
@@ -617,14 +649,28 @@ class _Call:
         The random draw is made either way, so that a seed plays the same call with audio or without.
         """
         factor = self.random.uniform(0.8, 1.2)
-        await asyncio.sleep((seconds * factor if exactly is None else exactly) / self.speed)
+        await self._sleep((seconds * factor if exactly is None else exactly) / self.speed)
 
     async def wait(self, seconds: float) -> None:
         """Wait exactly this long: a duration the bot reports in a metric."""
-        await asyncio.sleep(seconds / self.speed)
+        await self._sleep(seconds / self.speed)
 
     async def play(self, count: int) -> bool:
-        """Play `count` turns of the script; False when the bot left without a goodbye (abrupt, fatal)."""
+        """Play `count` turns of the script; False when the bot left without a goodbye (abrupt, fatal).
+        An operator's end stops it where it is (True: the bot finishes, `ended_by_operator`)."""
+        try:
+            return await self._play(count)
+        except _Ended:
+            return True
+
+    async def answer_sent_texts(self) -> None:
+        """What operators sent since the last turn, answered by the bot: the text as the LLM's reply."""
+        while self.sent_texts:
+            text = self.sent_texts.pop(0)
+            await self.bot_turn(Turn(user="", reply=(text,)), self.llm_ttfb(), False, None)
+            await self.pause(0.6)
+
+    async def _play(self, count: int) -> bool:
         turns = [self.script.turns[i % len(self.script.turns)] for i in range(count)]
         strike = self.strike_at(turns)
         if self.scenario == "function_error" and strike is not None:
@@ -633,6 +679,8 @@ class _Call:
         cut_off = False
         for index, turn in enumerate(turns):
             here = index == strike
+            if not cut_off:
+                await self.answer_sent_texts()
             await self.user_turn(turn.user, barging_in=cut_off)
             if here and self.scenario == "glitch":
                 self.send(rtvi("error", {"error": glitch_text(self.random), "fatal": False}))
