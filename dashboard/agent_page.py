@@ -12,6 +12,8 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from dashboard import pipecat_cloud, platform_join
+from dashboard.http import BadParam, Query, default_first
+from dashboard.pipecat_cloud import SESSION_STATUSES, START_TYPES
 from rtvi_monitor.sessions import TURN_PERIODS, agent_overview, agent_turn_figures
 
 SESSIONS_PAGE = 25  # the platform's sessions shown at a time on an agent's page
@@ -20,7 +22,8 @@ LOGS_PAGE = 100  # its log lines
 
 @dataclass(frozen=True)
 class AgentPageParams:
-    """The agent page's filters, read strictly: a bad one is named on the page and left at its default."""
+    """The agent page's filters, read strictly (dashboard.http.Query): a bad one is named on the page and
+    left at its default."""
 
     status: str = "all"
     start: str = "all"
@@ -29,35 +32,34 @@ class AgentPageParams:
     query: str = ""
     log_session: str = ""
     logs_offset: int = 0
+    turns: str = "24h"
 
 
-CHOICES = {"status": ("all", "active", "ended"), "start": ("all", "cold", "warm")}
+# The platform's session filters, as its API takes them (dashboard/pipecat_cloud.py), "all" first: the
+# page's <select>s offer these, and a bad value is named with them.
+CHOICES = {"status": default_first(SESSION_STATUSES, "all"), "start": default_first(START_TYPES, "all")}
+MAX_OFFSET = 999_999  # of the platform's sessions and log lines paged through
 
 
-def _agent_page_params(params) -> tuple[AgentPageParams, list[str]]:
-    values, problems = {}, []
-    for name, choices in CHOICES.items():
-        raw = params.get(name, "all")
-        if raw in choices:
-            values[name] = raw
-        else:
-            problems.append(f"{name}: expected one of {', '.join(choices)}, got {raw[:40]!r}")
-    for name, field_name in (("so", "sessions_offset"), ("lo", "logs_offset")):
-        raw = params.get(name, "0") or "0"
-        if raw.isascii() and raw.isdigit() and len(raw) < 7:
-            values[field_name] = int(raw)
-        else:
-            problems.append(f"{name}: expected a whole number under 1,000,000, got {raw[:40]!r}")
-    for name, field_name, limit in (
-        ("deployment", "deployment", 100),
-        ("q", "query", 200),
-        ("log_session", "log_session", 100),
-    ):
-        raw = params.get(name, "").strip()
-        if len(raw) > limit:
-            problems.append(f"{name}: at most {limit} characters")
-        else:
-            values[field_name] = raw
+def _agent_page_params(params) -> tuple[AgentPageParams, dict[str, str]]:
+    """The page's filters, and what is wrong with the bad ones, by parameter."""
+    query = Query(params)
+    readers = {
+        "status": lambda: query.choice("status", CHOICES["status"], default="all"),
+        "start": lambda: query.choice("start", CHOICES["start"], default="all"),
+        "deployment": lambda: query.text("deployment", 100),
+        "sessions_offset": lambda: query.whole_number("so", 0, 0, MAX_OFFSET),
+        "query": lambda: query.text("q"),
+        "log_session": lambda: query.session_id("log_session"),
+        "logs_offset": lambda: query.whole_number("lo", 0, 0, MAX_OFFSET),
+        "turns": lambda: query.choice("turns", TURN_PERIODS, default="24h"),
+    }
+    values, problems = {}, {}
+    for field_name, read in readers.items():
+        try:
+            values[field_name] = read()
+        except BadParam as exc:  # the field keeps its default
+            problems[exc.name] = str(exc)
     return AgentPageParams(**values), problems
 
 
@@ -75,7 +77,7 @@ def _region(agent, status) -> str:
 
 def _agent_figures(organization, agent, sessions_page, sample, now, turns_period: str = "24h") -> dict:
     """The dashboard's side of an agent's page: its own figures, deployments compared, which sessions it has,
-    its turns over `turns_period` (rtvi_monitor/turns.py)."""
+    its turns over `turns_period` (one of TURN_PERIODS; rtvi_monitor/turns.py)."""
     mine = next((e for e in agent_overview(organization, now) if e["agent_id"] == agent.id), None)
     platform_rows = sessions_page.value.sessions if sessions_page.value else []
     return {
@@ -127,16 +129,16 @@ async def context(organization, agent, query, sees_contents: bool, link: Callabl
         if sees_contents  # a bot's log lines may quote its callers: not for viewers
         else _nothing(),
     )
-    ours = await sync_to_async(_agent_figures)(
-        organization, agent, sessions_page, sample, now, query.get("turns", "24h")
-    )
+    ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now, params.turns)
+    # A bad period is named beside the turns it left at 24 hours, the other bad filters at the top.
+    ours["turn_figures"]["problem"] = problems.pop("turns", None)
     page = sessions_page.value
     more_sessions = page is not None and page.next_offset is not None
     more_logs = logs is not None and logs.value is not None and logs.value.next_offset is not None
     return {
         **ours,
         "params": params,
-        "problems": problems,
+        "problems": list(problems.values()),
         "choices": CHOICES,
         "status": status,
         "region": _region(agent, status.value),

@@ -1,55 +1,35 @@
 """The audit log, read: a page for an organization's admins, JSON and NDJSON for scripts; one organization's."""
 
-from datetime import datetime
-
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
-from django.utils.dateparse import parse_datetime
 
 from dashboard import audit
 from dashboard.auth import key_or_member_required, member_required
-from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, strict_dumps
 from dashboard.models import AuditEntry, Role
 
 PAGE = 100  # entries a page
 EXPORT_CHUNK = 1000
-
-
-class BadFilter(ValueError):
-    pass
-
-
-def _when(params, name: str) -> datetime | None:
-    raw = params.get(name, "").strip()
-    if not raw:
-        return None
-    parsed = parse_datetime(raw)
-    if parsed is None or parsed.tzinfo is None:
-        raise BadFilter(f"{name}: expected an ISO 8601 time with its zone (2026-11-24T10:00:00Z), got {raw[:60]!r}")
-    return parsed
+MAX_ID = 2**63 - 1  # an entry id: a BigAutoField
 
 
 def filtered(organization, params):
-    """The organization's entries, newest first, by `action`, `actor` (contains), `target`, `since`, `until`."""
+    """The organization's entries, newest first, by `action`, `actor` (contains), `target`, `since`, `until`
+    (ISO 8601 with a zone), `before` (an entry id, to page back). Raises BadParam naming a bad one."""
+    query = Query(params)
     entries = AuditEntry.objects.filter(organization=organization)
-    action = params.get("action", "").strip()
-    if action:
-        if action not in AuditEntry.Action.values:
-            raise BadFilter(f"action: expected one of {', '.join(AuditEntry.Action.values)}, got {action[:60]!r}")
+    if action := query.choice("action", AuditEntry.Action.values):
         entries = entries.filter(action=action)
-    if actor := params.get("actor", "").strip()[:200]:
+    if actor := query.text("actor"):
         entries = entries.filter(actor__icontains=actor)
-    if target := params.get("target", "").strip()[:200]:
+    if target := query.text("target"):
         entries = entries.filter(target=target)
-    if since := _when(params, "since"):
+    if since := query.date_time("since", zone_required=True):
         entries = entries.filter(at__gte=since)
-    if until := _when(params, "until"):
+    if until := query.date_time("until", zone_required=True):
         entries = entries.filter(at__lt=until)
-    before = params.get("before", "").strip()
-    if before:
-        if not (before.isascii() and before.isdigit()) or len(before) > 18:
-            raise BadFilter(f"before: expected an entry id, got {before[:40]!r}")
-        entries = entries.filter(id__lt=int(before))
+    if (before := query.whole_number("before", None, 0, MAX_ID)) is not None:
+        entries = entries.filter(id__lt=before)
     return entries.order_by("-id")
 
 
@@ -59,7 +39,7 @@ def audit_page(request):
     error = ""
     try:
         entries = list(filtered(organization, request.GET)[: PAGE + 1])
-    except BadFilter as exc:
+    except BadParam as exc:
         error, entries = str(exc), []
     older = entries[PAGE - 1].pk if len(entries) > PAGE else None
     return render(
@@ -93,9 +73,10 @@ def audit_json(request):
     """GET /api/audit/: entries newest first (filters as the page's; `before` pages back); ?format=ndjson: all."""
     try:
         entries = filtered(request.organization, request.GET)
-    except BadFilter as exc:
+        export = Query(request.GET).choice("format", ("json", "ndjson"), default="json") == "ndjson"
+    except BadParam as exc:
         return json_error(str(exc), 400)
-    if request.GET.get("format") == "ndjson":
+    if export:
         audit.record(request.organization, audit.Action.AUDIT_EXPORT, "audit log", request=request)
         response = StreamingHttpResponse(_ndjson(entries), content_type="application/x-ndjson")
         response["Content-Disposition"] = 'attachment; filename="audit.ndjson"'

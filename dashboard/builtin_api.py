@@ -38,20 +38,15 @@ from django.db.models.expressions import RawSQL
 
 from dashboard.agents import AgentRecord, DeploymentRecord
 from dashboard.auth import bearer_token
-from dashboard.http import StrictJsonResponse, bool_param, json_error, json_methods
+from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent, ApiKey, Organization
+from dashboard.pipecat_cloud import LOG_ORDERS, SESSION_STATUSES, START_TYPES
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import SESSION_ID_RE, EndKind, Event, Session
-from rtvi_monitor.state import LOG_TYPES, error_of
+from rtvi_monitor.reducer.errors import LOG_TYPES, error_of
 
 DEFAULT_LIMIT = 10  # the reference's default, for sessions and logs alike
 MAX_LIMIT = 1000
-MAX_OFFSET = 10**9
-MAX_TEXT_PARAM = 200  # characters of deploymentId and query
-# Unix seconds the filters take: 1970 up to the last second a datetime can hold (9999-12-31).
-MAX_UNIX_SECONDS = 253_402_300_799
-UNIX_SECONDS_RE = re.compile(r"^\d{1,12}(?:\.\d{1,9})?\Z")
-WHOLE_NUMBER_RE = re.compile(r"^\d{1,12}\Z")
 # A level a bot may name for its line (data.level); anything else is read as INFO.
 LEVEL_RE = re.compile(r"^[A-Za-z]{1,16}\Z")
 # The log types as SQL literals, in the index's order (constants of [a-z-]: nothing to escape).
@@ -131,8 +126,8 @@ def agents(request):
         return json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
 
     try:
-        include = bool_param(request, "includeActiveDeployment")
-    except ValueError as exc:
+        include = _query(request).boolean("includeActiveDeployment", default=False)
+    except BadParam as exc:
         return json_error(str(exc), 400)
 
     key.touch()
@@ -142,83 +137,19 @@ def agents(request):
     return StrictJsonResponse({"services": [agent_json(record_of(a, include), include) for a in queryset]})
 
 
-class BadParam(ValueError):
-    """A query parameter that cannot be understood; the message names it and what it got."""
+# --- parameters: read with dashboard.http.Query as sent (form=False), as Pipecat Cloud reads them ---------
 
 
-# --- parameters ---------------------------------------------------------------------------------
+def _query(request) -> Query:
+    return Query(request.GET, form=False)
 
 
-def _raw(request, name: str) -> str | None:
-    """The parameter's one value, or None when absent; a parameter given twice is ambiguous: refused."""
-    values = request.GET.getlist(name)
-    if not values:
-        return None
-    if len(values) > 1:
-        raise BadParam(f"{name} must be given once, got {len(values)} values: {values[:3]!r}.")
-    return values[0]
-
-
-def int_param(request, name: str, default: int, minimum: int, maximum: int) -> int:
-    """A whole number in [minimum, maximum]; digits only (no sign, no spaces, no decimals)."""
-    raw = _raw(request, name)
-    if raw is None:
-        return default
-    if not WHOLE_NUMBER_RE.match(raw) or not minimum <= int(raw) <= maximum:
-        raise BadParam(f"{name} must be a whole number from {minimum} to {maximum}, got {raw!r}.")
-    return int(raw)
-
-
-def choice_param(request, name: str, choices: tuple[str, ...]) -> str:
-    """One of `choices` (exactly as written); the first is the default."""
-    raw = _raw(request, name)
-    if raw is None:
-        return choices[0]
-    if raw not in choices:
-        raise BadParam(f"{name} must be one of {', '.join(choices)}, got {raw!r}.")
-    return raw
-
-
-def text_param(request, name: str) -> str:
-    """A free-text filter; '' (absent or empty) filters nothing."""
-    raw = _raw(request, name) or ""
-    if len(raw) > MAX_TEXT_PARAM:
-        raise BadParam(f"{name} must be at most {MAX_TEXT_PARAM} characters, got {len(raw)}.")
-    return raw
-
-
-def session_id_param(request, name: str) -> str:
-    """A session id as bots choose them (rtvi_monitor.models.SESSION_ID_RE), or ''."""
-    raw = _raw(request, name) or ""
-    if raw and not SESSION_ID_RE.match(raw):
-        raise BadParam(f"{name} must be a session id (1-100 of A-Z a-z 0-9 _ . : -), got {raw[:100]!r}.")
-    return raw
-
-
-def unix_param(request, name: str) -> float | None:
-    """Unix seconds, whole or with a fraction (1745000000 or 1745000000.5), or None when absent."""
-    raw = _raw(request, name)
-    if raw is None:
-        return None
-    if not UNIX_SECONDS_RE.match(raw) or float(raw) > MAX_UNIX_SECONDS:
-        raise BadParam(f"{name} must be Unix seconds (like 1745000000 or 1745000000.5), got {raw!r}.")
-    return float(raw)
-
-
-def time_range(request) -> tuple[float | None, float | None]:
+def time_range(query: Query) -> tuple[float | None, float | None]:
     """startTime and endTime: from startTime (inclusive) until endTime (exclusive), either open."""
-    start, end = unix_param(request, "startTime"), unix_param(request, "endTime")
+    start, end = query.unix_seconds("startTime"), query.unix_seconds("endTime")
     if start is not None and end is not None and start > end:
-        raise BadParam(f"startTime must not be after endTime, got startTime={start:g} and endTime={end:g}.")
+        raise BadParam("startTime", f"must not be after endTime, got startTime={start:g} and endTime={end:g}")
     return start, end
-
-
-def page_params(request) -> tuple[int, int]:
-    """limit (1..MAX_LIMIT, default DEFAULT_LIMIT) and offset (0..MAX_OFFSET)."""
-    return (
-        int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-        int_param(request, "offset", 0, 0, MAX_OFFSET),
-    )
 
 
 # --- who is asking, and which agent ---------------------------------------------------------------
@@ -351,7 +282,7 @@ def agent_detail(request, agent):
 def completion_status(session: Session) -> str | None:
     """How a session ended, in Pipecat Cloud's words (its completionStatus); None while it is live.
 
-    The dashboard records how a session ended (`end_kind`, rtvi_monitor/lifecycle.py):
+    The dashboard records how a session ended (`end_kind`, rtvi_monitor/live/lifecycle.py):
 
     - fatal error                                   -> "HTTP_ERROR": the bot failed;
     - bot vanished (its connection dropped or closed abnormally and it did
@@ -409,12 +340,13 @@ def agent_session_list(request, agent):
     match no session (the platform would not count a session it cannot
     classify either).
     """
-    limit, offset = page_params(request)
-    status = choice_param(request, "status", ("all", "active", "ended"))
-    start_type = choice_param(request, "startType", ("all", "cold", "warm"))
-    deployment_id = text_param(request, "deploymentId")
-    start, end = time_range(request)
-    bot_start_bounds = [int_param(request, name, 0, 0, 86_400) for name in ("startTimeMin", "startTimeMax")]
+    query = _query(request)
+    limit, offset = query.page(DEFAULT_LIMIT, MAX_LIMIT)
+    status = query.choice("status", SESSION_STATUSES, default="all")
+    start_type = query.choice("startType", START_TYPES, default="all")
+    deployment_id = query.text("deploymentId")
+    start, end = time_range(query)
+    bot_start_bounds = [query.whole_number(name, 0, 0, 86_400) for name in ("startTimeMin", "startTimeMax")]
 
     sessions = agent_sessions(agent)
     if status != "all":
@@ -533,12 +465,13 @@ def agent_logs(request, agent):
     costs the agent's own lines, not every organization's; a query is matched on each line as the API shows it
     (level included), reading the filtered rows in chunks.
     """
-    limit, offset = page_params(request)
-    order = choice_param(request, "order", ("desc", "asc"))
-    deployment_id = text_param(request, "deploymentId")
-    session_id = session_id_param(request, "sessionId")
-    query = text_param(request, "query")
-    start, end = time_range(request)
+    params = _query(request)
+    limit, offset = params.page(DEFAULT_LIMIT, MAX_LIMIT)
+    order = params.choice("order", LOG_ORDERS, default="desc")
+    deployment_id = params.text("deploymentId")
+    session_id = params.session_id("sessionId")
+    query = params.text("query")
+    start, end = time_range(params)
 
     sessions = agent_sessions(agent)
     if deployment_id:

@@ -1,17 +1,25 @@
-"""Strict JSON for every API answer: no NaN or Infinity, which JSON has no words for.
+"""HTTP helpers: strict JSON for every API answer, JSON errors, method checks, and reading query parameters.
 
-Python's json (and so Django's JsonResponse) writes float('nan') as `NaN` by
-default, which JSON.parse, jq and most clients reject. A value that is not
+Strict JSON: no NaN or Infinity, which JSON has no words for. Python's json (and so Django's JsonResponse)
+writes float('nan') as `NaN` by default, which JSON.parse, jq and most clients reject. A value that is not
 finite (a latency over no turns, a bot's own metric) becomes null instead.
+
+Query parameters: `Query`, one method a kind (a whole number within bounds, a page's limit and offset, a
+choice, free text, a session id, Unix seconds, an ISO date-time, a yes or no), one error (BadParam).
 """
 
 import json
 import math
+import re
+from collections.abc import Iterable
+from datetime import datetime
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any
 
 from django.http import JsonResponse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 
 
@@ -81,30 +89,157 @@ def json_methods(*methods: str):
     return decorator
 
 
-# A query parameter's yes or no: true/false, 1/0, and on/off (what an HTML checkbox sends).
+# --- Query parameters -------------------------------------------------------------------------------
+# The one place a query string is read. Every kind of parameter the dashboard takes is a method of Query,
+# and every bad value is one BadParam whose message names the parameter, what it takes and what it got:
+# a JSON endpoint answers it as a 400 (json_error), a page shows it.
+
+# A yes or no: true/false, 1/0, and on/off (what an HTML checkbox sends), case-insensitive.
 BOOLEANS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+WHOLE_NUMBER_RE = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() and \d also take "²" or "٣"
+# Unix seconds, whole or with a fraction, from 1970 up to the last second a datetime can hold (9999-12-31).
+UNIX_SECONDS_RE = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
+MAX_UNIX_SECONDS = 253_402_300_799
+MAX_TEXT = 200  # characters of a free-text parameter, unless the caller says otherwise
+MAX_OFFSET = 10**9
+SHOWN = 100  # characters of a bad value quoted back
 
 
-def parse_bool(params, name: str) -> bool | None:
-    """`params[name]` (a QueryDict or dict) as a yes or no, case-insensitive; None when absent or empty.
+class BadParam(ValueError):
+    """A query parameter that cannot be understood; the message is "<name>: <why>", naming what it got."""
 
-    Raises ValueError with a message naming the parameter and what it got.
+    def __init__(self, name: str, why: str):
+        super().__init__(f"{name}: {why}")
+        self.name = name
+
+
+def _shown(raw: str) -> str:
+    return repr(raw[:SHOWN]) + ("…" if len(raw) > SHOWN else "")
+
+
+def default_first(choices: Iterable[str], default: str | None) -> tuple[str, ...]:
+    """`choices` in their order, but `default` (when given) first: the order a <select> and an error list them."""
+    choices = tuple(choices)
+    return choices if default is None else (default, *(c for c in choices if c != default))
+
+
+class Query:
+    """A request's query parameters (a QueryDict, or a dict), read one kind at a time; a bad one raises BadParam.
+
+    A parameter given twice is refused (which one was meant?). Numbers, choices, times and yes-or-no are
+    read as sent: a space around one makes it a bad value. `form` says who sends the query:
+
+    - form=True (the dashboard's pages and its /api/): an empty value is an absent one (what a form sends
+      for a field left alone), and free text and session ids, which people type and paste, are read
+      without the spaces around them;
+    - form=False (/v1, which answers as Pipecat Cloud does, and machine endpoints): text is read as sent,
+      and an empty number, choice, time or yes-or-no is a bad value.
     """
-    raw = params.get(name, "").strip()
-    if not raw:
-        return None
-    value = BOOLEANS.get(raw.lower())
-    if value is None:
-        raise ValueError(f"{name} must be true or false, got {raw!r}.")
-    return value
+
+    def __init__(self, params, *, form: bool = True):
+        self.params = params
+        self.form = form
+
+    def raw(self, name: str) -> str | None:
+        """The parameter's one value as sent, or None when it is absent."""
+        getlist = getattr(self.params, "getlist", None)
+        values = getlist(name) if getlist else ([self.params[name]] if name in self.params else [])
+        if not values:
+            return None
+        if len(values) > 1:
+            raise BadParam(name, f"must be given once, got {len(values)} values: {values[:3]!r}")
+        return values[0]
+
+    def _value(self, name: str) -> str | None:
+        raw = self.raw(name)
+        return None if raw == "" and self.form else raw
+
+    def _typed(self, name: str, exact: bool = False) -> str:
+        """What a person typed or pasted: from a form, without the spaces around it (unless `exact`); or ""."""
+        raw = self.raw(name) or ""
+        return raw.strip() if self.form and not exact else raw
+
+    def whole_number(self, name: str, default: int | None, minimum: int, maximum: int) -> int | None:
+        """A whole number in [minimum, maximum], ASCII digits only (no sign, no spaces, no decimals)."""
+        raw = self._value(name)
+        if raw is None:
+            return default
+        if not WHOLE_NUMBER_RE.fullmatch(raw) or not minimum <= int(raw) <= maximum:
+            raise BadParam(name, f"expected a whole number from {minimum} to {maximum}, got {_shown(raw)}")
+        return int(raw)
+
+    def page(self, default_limit: int, max_limit: int, max_offset: int = MAX_OFFSET) -> tuple[int, int]:
+        """`limit` (1..max_limit, default_limit when absent) and `offset` (0..max_offset, 0 when absent)."""
+        return (
+            self.whole_number("limit", default_limit, 1, max_limit),
+            self.whole_number("offset", 0, 0, max_offset),
+        )
+
+    def choice(self, name: str, choices: Iterable[str], default: str | None = None) -> str | None:
+        """One of `choices`, exactly as written (case too); `default` when absent."""
+        offered = default_first(choices, default)
+        raw = self._value(name)
+        if raw is None:
+            return default
+        if raw not in offered:
+            raise BadParam(name, f"expected one of {', '.join(offered)}, got {_shown(raw)}")
+        return raw
+
+    def text(self, name: str, max_length: int = MAX_TEXT, *, exact: bool = False) -> str:
+        """Free text of at most `max_length` characters; "" when absent or empty (it filters nothing).
+
+        `exact`: read as sent even from a form, spaces and all (a caller's user_id, a bot's agent id).
+        """
+        raw = self._typed(name, exact)
+        if len(raw) > max_length:
+            raise BadParam(name, f"expected at most {max_length} characters, got {len(raw)}")
+        return raw
+
+    def session_id(self, name: str) -> str:
+        """A session id as bots choose them (rtvi_monitor.models.SESSION_ID_RE), or "" when absent or empty."""
+        from rtvi_monitor.models import SESSION_ID_RE  # the models need the app registry; this module does not
+
+        raw = self._typed(name)
+        if raw and not SESSION_ID_RE.match(raw):
+            raise BadParam(name, f"expected a session id (1-100 of A-Z a-z 0-9 _ . : -), got {_shown(raw)}")
+        return raw
+
+    def unix_seconds(self, name: str) -> float | None:
+        """Unix seconds, whole or with a fraction (1745000000 or 1745000000.5); None when absent."""
+        raw = self._value(name)
+        if raw is None:
+            return None
+        if not UNIX_SECONDS_RE.fullmatch(raw) or float(raw) > MAX_UNIX_SECONDS:
+            raise BadParam(name, f"expected Unix seconds (like 1745000000 or 1745000000.5), got {_shown(raw)}")
+        return float(raw)
+
+    def date_time(self, name: str, *, zone_required: bool = False) -> datetime | None:
+        """An ISO 8601 date-time; None when absent. Without a zone it is read in the dashboard's TIME_ZONE
+        (a browser's datetime-local has none), unless `zone_required`. A space stands for "+": that is
+        what an unescaped "+02:00" arrives as."""
+        raw = self._value(name)
+        if raw is None:
+            return None
+        try:
+            value = parse_datetime(raw.replace(" ", "+"))
+        except ValueError:  # well formed, but no such time: 2025-13-01T00:00
+            value = None
+        if value is None or (zone_required and value.tzinfo is None):
+            zone = " with its zone" if zone_required else ""
+            raise BadParam(name, f"expected an ISO 8601 date-time{zone} like 2025-06-01T12:00:00Z, got {_shown(raw)}")
+        return value if timezone.is_aware(value) else timezone.make_aware(value)
+
+    def boolean(self, name: str, default: bool | None = None) -> bool | None:
+        """A yes or no (BOOLEANS); `default` when absent."""
+        raw = self._value(name)
+        if raw is None:
+            return default
+        value = BOOLEANS.get(raw.lower())
+        if value is None:
+            raise BadParam(name, f"expected true or false, got {_shown(raw)}")
+        return value
 
 
 def bool_param(request, name: str) -> bool:
-    """A yes-or-no query parameter of the request (parse_bool), false when absent; given empty, an error
-    (an API's parameter: a form's empty field, absent for parse_bool, is not sent here)."""
-    if name not in request.GET:
-        return False
-    value = parse_bool(request.GET, name)
-    if value is None:
-        raise ValueError(f"{name} must be true or false, got ''.")
-    return value
+    """A machine endpoint's yes-or-no query parameter (Query.boolean, form=False): false when absent."""
+    return Query(request.GET, form=False).boolean(name, default=False)

@@ -4,6 +4,7 @@ own figures, render."""
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import BadRequest
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import agent_page
 from dashboard import agents as agents_service
 from dashboard.auth import member_required
+from dashboard.http import BadParam, Query
 from rtvi_monitor.models import Alert
 from rtvi_monitor.sessions import agent_overview, overview
 
@@ -32,7 +34,11 @@ arender = sync_to_async(render)
 
 
 def _wants_deployments(request) -> bool:
-    return request.GET.get("deployments", "") in ("1", "true", "on")
+    """Whether the agents page lists each agent's deployment (?deployments=1, its checkbox); a bad value is a 400."""
+    try:
+        return Query(request.GET).boolean("deployments", default=False)
+    except BadParam as exc:
+        raise BadRequest(str(exc)) from None
 
 
 async def _overview_context(request) -> dict | None:
@@ -85,7 +91,10 @@ async def agent_list(request):
     organization = request.organization
     include = _wants_deployments(request)
     listing = await agents_service.get_agents(organization, include) if organization else None
-    query = request.GET.get("q", "").strip()
+    try:
+        query = Query(request.GET).text("q")
+    except BadParam as exc:
+        raise BadRequest(str(exc)) from None
     figures = await sync_to_async(agent_overview)(organization, timezone.now()) if organization else []
     stats = {entry["agent_id"]: entry for entry in figures}
     agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in (listing.search(query) if listing else [])]

@@ -36,7 +36,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required, member_required
-from dashboard.http import StrictJsonResponse, json_error, json_methods
+from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
 from dashboard.models import Agent, Role
 from rtvi_monitor import alert_actions, alert_channels
 from rtvi_monitor.alerts import DEFAULTS, settings_of
@@ -295,11 +295,12 @@ def _alerts(organization):
 @key_or_member_required
 def alert_list_json(request):
     """GET /api/alerts/?status=firing|resolved: the newest 200 alerts, with their deliveries."""
-    status = request.GET.get("status", "")
+    try:
+        status = Query(request.GET).choice("status", Alert.Status.values)
+    except BadParam as exc:
+        return json_error(str(exc), 400)
     alerts = _alerts(request.organization)
     if status:
-        if status not in Alert.Status.values:
-            return json_error(f"status: expected one of {', '.join(Alert.Status.values)}, got {status!r}", 400)
         alerts = alerts.filter(status=status)
     return StrictJsonResponse({"alerts": [alert_json(a, request.sees_contents, _admin(request)) for a in alerts[:200]]})
 

@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import re
 from functools import wraps
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -12,15 +11,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard import audit
 from dashboard.auth import bearer_token, contents_refusal, key_or_member_required, role_refusal
-from dashboard.http import StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.http import MAX_OFFSET, BadParam, Query, StrictJsonResponse, json_error, json_methods, strict_dumps
 from dashboard.models import Role
 from dashboard.platform_join import session_platform
-from rtvi_monitor import control, protocol
+from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
+from rtvi_monitor.live import control
 from rtvi_monitor.metrics import registry_for
 from rtvi_monitor.models import Event, Session, caller_keys
 from rtvi_monitor.sessions import (
-    BadFilter,
     erase_caller,
     erase_session,
     filter_sessions,
@@ -58,19 +57,13 @@ def with_session(view):
     return wrapper
 
 
-def _int_param(request, name: str, default: int, maximum: int) -> int:
-    raw = request.GET.get(name, "")
-    if not raw:
-        return default
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise BadFilter(f"{name}: expected a whole number, got {raw!r}")
-    return min(int(raw), maximum)
-
-
 @json_methods("GET", "DELETE")
 @key_or_member_required
 def session_list(request):
     """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&caller=&limit=&offset=
+
+    The filters are sessions.filter_sessions's; `limit` from 1 (50 when absent; over MAX_LIMIT, MAX_LIMIT),
+    `offset` from 0; a bad one is a 400 naming it (dashboard.http.Query).
 
     DELETE /api/sessions/?caller=<user_id> (private API key with write): erase every ended session in
     which a bot reported that user_id (a caller's request to be forgotten); live ones are listed
@@ -80,9 +73,11 @@ def session_list(request):
         return erase_callers_sessions(request)
     try:
         queryset = filter_sessions(request.organization, request.GET, request.sees_contents)
-        limit = _int_param(request, "limit", 50, MAX_LIMIT)
-        offset = _int_param(request, "offset", 0, 10**9)
-    except BadFilter as exc:
+        query = Query(request.GET)
+        # A limit over MAX_LIMIT is cut to it, not refused: scripts ask for "as many as you give".
+        limit = min(query.whole_number("limit", 50, 1, MAX_OFFSET), MAX_LIMIT)
+        offset = query.whole_number("offset", 0, 0, MAX_OFFSET)
+    except BadParam as exc:
         return json_error(str(exc), 400)
     page = list(queryset[offset : offset + limit + 1])
     more = len(page) > limit
@@ -118,11 +113,12 @@ def session_detail_json(request, session):
 def erase_callers_sessions(request) -> StrictJsonResponse:
     if not bearer_token(request):
         return json_error("Erasing takes 'Authorization: Bearer <private API key>'.", 403)
-    user_id = request.GET.get("caller", "")  # as the bot sent it: spaces and all
+    try:
+        user_id = Query(request.GET).text("caller", exact=True)  # as the bot sent it: spaces and all
+    except BadParam as exc:
+        return json_error(str(exc), 400)
     if not user_id.strip():
         return json_error("caller: the user_id whose sessions to erase is required (?caller=...)", 400)
-    if len(user_id) > 200:
-        return json_error("caller: at most 200 characters", 400)
     result = erase_caller(request.organization, user_id)
     audit.record(
         request.organization,
@@ -240,35 +236,19 @@ def session_events_ndjson(request, session):
 
 
 EVENTS_PAGE = 100  # messages in a page when `limit` is not given
-SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²"
 SEQ_MAX = 2**63 - 1  # the column is a BigIntegerField
 
 
 def _page_params(params) -> dict:
-    """The events page's query parameters, checked; raises BadFilter naming a bad one."""
-    bounds = {}
-    for name in ("after", "before"):
-        raw = params.get(name, "")
-        if raw == "":
-            bounds[name] = None
-        elif SEQ.fullmatch(raw) and int(raw) <= SEQ_MAX:
-            bounds[name] = int(raw)
-        else:
-            raise BadFilter(f"{name}: expected a seq (a whole number from 0), got {raw!r}")
-    raw = params.get("limit", "")
-    if raw == "":
-        limit = EVENTS_PAGE
-    elif SEQ.fullmatch(raw) and 1 <= int(raw) <= MAX_LIMIT:
-        limit = int(raw)
-    else:
-        raise BadFilter(f"limit: expected a whole number from 1 to {MAX_LIMIT}, got {raw!r}")
-    type_ = params.get("type", "")
-    if len(type_) > protocol.MAX_TYPE:
-        raise BadFilter(f"type: longer than {protocol.MAX_TYPE} characters")
-    direction = params.get("direction", "")
-    if direction and direction not in protocol.DIRECTIONS:
-        raise BadFilter(f"direction: expected to-client or from-client, got {direction!r}")
-    return {**bounds, "limit": limit, "type": type_, "direction": direction}
+    """The events page's query parameters, checked; raises BadParam naming a bad one."""
+    query = Query(params)
+    return {
+        "after": query.whole_number("after", None, 0, SEQ_MAX),
+        "before": query.whole_number("before", None, 0, SEQ_MAX),
+        "limit": query.whole_number("limit", EVENTS_PAGE, 1, MAX_LIMIT),
+        "type": query.text("type", protocol.MAX_TYPE),
+        "direction": query.choice("direction", protocol.DIRECTIONS) or "",
+    }
 
 
 @json_methods("GET")
@@ -288,7 +268,7 @@ def session_events_page(request, session):
     """
     try:
         params = _page_params(request.GET)
-    except BadFilter as exc:
+    except BadParam as exc:
         return json_error(str(exc), 400)
     matching = Event.objects.filter(session=session)
     if params["type"]:
@@ -335,7 +315,7 @@ def prometheus(request):
     return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)
 
 
-# --- Acting on a live call (rtvi_monitor/control.py): end it, send text into it -----------------------
+# --- Acting on a live call (rtvi_monitor/live/control.py): end it, send text into it -----------------------
 
 
 def _csrf_refusal(request):

@@ -22,7 +22,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
-from dashboard.http import StrictJsonResponse, json_error, json_methods
+from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
@@ -61,7 +61,12 @@ def ingest_status(request, session_id):
         return refused
     organization = token.organization
     session = Session.objects.find(organization, session_id)
-    agent = request.GET.get("agent", "")[:200]
+    try:
+        agent = Query(request.GET, form=False).text("agent")  # the bot's agent id, as it sent it
+    except BadParam:
+        # No agent has such an id (over 200 characters, or two of them): the session's own names decide. A 400
+        # here would leave the bot package asking again for ever (it reads one as "no answer yet").
+        agent = ""
     names = (agent, session.agent_key, session.agent_name) if session else (agent,)
     record, why = organization.records_audio_of(*names)
     stored = SessionAudio.objects.filter(session=session).first() if session else None
@@ -195,7 +200,7 @@ def reported_turns(session) -> list[dict]:
     not made for each poll)."""
     if session.state is not None:
         return list(session.state.get("turns") or [])
-    from rtvi_monitor.registry import registry
+    from rtvi_monitor.live.registry import registry
 
     live = registry.sessions.get(session.pk)
     if live is not None:
@@ -274,11 +279,12 @@ def session_audio_peaks(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
         return refused
-    raw = request.GET.get("points", "1000")
-    if not raw.isdigit() or not 1 <= int(raw) <= 20000:
-        return json_error("points: a whole number from 1 to 20000.", 400)
+    try:
+        points = Query(request.GET).whole_number("points", 1000, 1, 20000)
+    except BadParam as exc:
+        return json_error(str(exc), 400)
     chunks = AudioChunk.objects.filter(session=session).only("track", "index", "start", "peaks")
-    return StrictJsonResponse({"origin": recording.origin, **audio.peaks_of(recording, chunks, int(raw))})
+    return StrictJsonResponse({"origin": recording.origin, **audio.peaks_of(recording, chunks, points)})
 
 
 def _byte_range(header: str, size: int):
@@ -321,6 +327,10 @@ def session_audio_wav(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
         return refused
+    try:
+        download = Query(request.GET).boolean("download", default=False)
+    except BadParam as exc:
+        return json_error(str(exc), 400)
     placed = audio.placed_chunks(
         recording, AudioChunk.objects.filter(session=session).only("track", "index", "start", "samples", "path")
     )
@@ -330,7 +340,6 @@ def session_audio_wav(request, session_id):
         response = HttpResponse(status=416)
         response["Content-Range"] = f"bytes */{size}"
         return response
-    download = request.GET.get("download") == "1"
     if download:
         audit.record(session.organization, audit.Action.AUDIO_DOWNLOAD, session.session_id, request=request)
     else:

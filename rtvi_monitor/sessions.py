@@ -1,93 +1,66 @@
 """Queries over stored sessions, shared by the JSON API and the pages."""
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Floor
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from dashboard.http import parse_bool
+from dashboard.http import BadParam, Query
 from rtvi_monitor import events, turns
 from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.error_groups import error_groups
 from rtvi_monitor.models import FAILED_ENDS, HAS_ERRORS, AlertRule, EndKind, Session
 from rtvi_monitor.traces import session_traces
 
-
-class BadFilter(ValueError):
-    """A filter value that cannot be understood; the message names the parameter."""
-
-
-def _datetime(params, name: str) -> datetime | None:
-    raw = params.get(name, "").strip()
-    if not raw:
-        return None
-    value = parse_datetime(raw.replace(" ", "+"))
-    if value is None:
-        raise BadFilter(f"{name}: expected an ISO 8601 date-time like 2025-06-01T12:00:00Z, got {raw!r}")
-    # A browser's datetime-local has no zone: read it in the dashboard's TIME_ZONE.
-    return value if timezone.is_aware(value) else timezone.make_aware(value)
-
-
-def _boolean(params, name: str) -> bool | None:
-    try:
-        return parse_bool(params, name)
-    except ValueError as exc:
-        raise BadFilter(str(exc)) from None
+# The sessions list's filters that take one of a few values: filter_sessions reads them, its errors list
+# them (the API's 400, the page's banner), and the sessions page's <select>s offer them.
+FILTER_CHOICES = {"status": tuple(Session.Status.values), "end": tuple(EndKind.values)}
+AGENT_KEY_MAX = 100  # characters of an agent filter: an agents API id
 
 
 def filter_sessions(organization, params, contents: bool = True) -> QuerySet:
     """The organization's sessions, filtered by agent, status, time range and transcript text.
 
-    `params` is a QueryDict (or dict): agent, status (live/ended), has_errors
-    (any error or a fatal one), fatal, end (how it ended: an EndKind value),
-    failed (ended badly: a failed end kind or a fatal error), started_after,
-    started_before, q (transcript text) and caller (a user_id the bot reported): these two only
-    when `contents`, the one asking may read them.
-    Raises BadFilter naming a bad parameter.
+    `params` is a QueryDict (or dict), read as a form sends it (dashboard.http.Query): agent, status
+    (FILTER_CHOICES), has_errors (any error or a fatal one), fatal, end (how it ended: FILTER_CHOICES),
+    failed (ended badly: a failed end kind or a fatal error), started_after, started_before (ISO 8601;
+    without a zone, in TIME_ZONE), q (transcript text) and caller (a user_id the bot reported): these two
+    only when `contents`, the one asking may read them.
+    Raises BadParam naming a bad parameter.
     """
+    query = Query(params)
     queryset = Session.objects.filter(organization=organization).select_related("agent")
-    agent = params.get("agent", "").strip()
-    if agent:
-        if len(agent) > 100:
-            raise BadFilter(f"agent: expected an agent id (at most 100 characters), got {agent[:100]!r}…")
+    if agent := query.text("agent", AGENT_KEY_MAX):
         queryset = queryset.filter(agent_key=agent)
-    status = params.get("status", "").strip()
-    if status:
-        if status not in Session.Status.values:
-            raise BadFilter(f"status: expected one of {', '.join(Session.Status.values)}, got {status!r}")
+    if status := query.choice("status", FILTER_CHOICES["status"]):
         queryset = queryset.filter(status=status)
-    has_errors = _boolean(params, "has_errors")
+    has_errors = query.boolean("has_errors")
     if has_errors is not None:
         queryset = queryset.filter(HAS_ERRORS) if has_errors else queryset.exclude(HAS_ERRORS)
-    fatal = _boolean(params, "fatal")
+    fatal = query.boolean("fatal")
     if fatal is not None:
         queryset = queryset.filter(fatal=fatal)
-    end = params.get("end", "").strip()
-    if end:
-        if end not in EndKind.values:
-            raise BadFilter(f"end: expected one of {', '.join(EndKind.values)}, got {end[:100]!r}")
+    if end := query.choice("end", FILTER_CHOICES["end"]):
         queryset = queryset.filter(end_kind=end)
-    failed = _boolean(params, "failed")
+    failed = query.boolean("failed")
     if failed is not None:
         badly = Q(end_kind__in=FAILED_ENDS) | Q(fatal=True)
         queryset = queryset.filter(badly) if failed else queryset.exclude(badly)
-    if after := _datetime(params, "started_after"):
+    if after := query.date_time("started_after"):
         queryset = queryset.filter(started_at__gte=after)
-    if before := _datetime(params, "started_before"):
+    if before := query.date_time("started_before"):
         queryset = queryset.filter(started_at__lt=before)
-    if (caller := params.get("caller", "")).strip():
+    if (caller := query.text("caller", exact=True)).strip():  # as the bot sent it: spaces and all
         if not contents:  # who called is a caller's detail too
-            raise BadFilter("caller: finding a caller's calls needs the operator role; yours is viewer")
+            raise BadParam("caller", "finding a caller's calls needs the operator role; yours is viewer")
         queryset = queryset.filter(pk__in=sessions_of_caller(organization, caller).values("pk"))
-    if q := params.get("q", "").strip():
+    if q := query.text("q"):
         if not contents:  # a search of what callers said answers with what they said: not for viewers
-            raise BadFilter("q: searching transcripts needs the operator role; yours is viewer")
+            raise BadParam("q", "searching transcripts needs the operator role; yours is viewer")
         queryset = queryset.filter(transcript_text__icontains=q)
     return queryset.order_by("-started_at", "-pk")
 
@@ -583,15 +556,11 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
 
     Computed from the stored messages of at most TURN_STATS_MAX_SESSIONS of its newest sessions of the
     period (`read` of `total`); each ended session's summary is cached for a day (keyed by its message
-    count, so a reopened one is read again), and the whole answer for TURN_STATS_CACHE_SECONDS. A period
-    this does not know is named in `problem` and the 24 hours are shown.
+    count, so a reopened one is read again), and the whole answer for TURN_STATS_CACHE_SECONDS. `period`
+    is one of TURN_PERIODS (the agent page reads its `turns` parameter as a choice of them).
     """
     from rtvi_monitor.models import Span
 
-    problem = None
-    if period not in TURN_PERIODS:
-        problem = f"turns: expected one of {', '.join(TURN_PERIODS)}, got {period[:40]!r}"
-        period = "24h"
     judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"  # a new threshold, new figures
     scope = f"{organization.pk}\n{agent_key}\n{period}\n{settings.TURN_STATS_MAX_SESSIONS}\n{judged}"
     key = "turns:agent:v2:" + hashlib.sha256(scope.encode()).hexdigest()
@@ -643,7 +612,6 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
         deployment["active"] = bool(active_deployment_id) and deployment["deployment_id"] == active_deployment_id
     return {
         **figures,
-        "problem": problem,
         "periods": list(TURN_PERIODS),
         "capped": figures["read"] < figures["total"],
         "thresholds": _thresholds(),

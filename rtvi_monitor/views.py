@@ -13,10 +13,11 @@ from django.views.decorators.http import require_GET
 from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import member_required
+from dashboard.http import BadParam, Query
 from dashboard.models import Role
 from rtvi_monitor.audio_views import audio_summary
 from rtvi_monitor.models import Session, SessionAudio
-from rtvi_monitor.sessions import BadFilter, filter_sessions
+from rtvi_monitor.sessions import FILTER_CHOICES, filter_sessions
 
 PAGE_SIZE = 50
 
@@ -70,17 +71,19 @@ def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], s
 def session_list(request):
     organization = request.organization
     error, sessions, older, newer = "", [], "", ""
-    before, after = request.GET.get("before", ""), request.GET.get("after", "")
+    before = after = agent = ""
     if organization is not None:
         try:
+            query = Query(request.GET)
+            before, after = query.text("before"), query.text("after")
             matching = filter_sessions(organization, request.GET, request.sees_contents)
+            agent = query.text("agent")  # filter_sessions took it
             sessions, older, newer = _page(matching, before, after)
-        except BadFilter as exc:
+        except BadParam as exc:
             error = str(exc)
     newer_url = _page_url(request.GET, after=newer) if newer else ""
     # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
     agents = async_to_sync(agents_service.get_agents)(organization).agents if organization else []
-    agent = request.GET.get("agent", "").strip()
     if not sessions and (before or after):
         # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
         newer_url = _page_url(request.GET)
@@ -92,6 +95,7 @@ def session_list(request):
             "sessions": sessions,
             "error": error,
             "filters": request.GET,
+            "choices": FILTER_CHOICES,
             "agents": agents,
             # A filter on an agent the list does not have (any more): still shown as the one applied.
             "unlisted_agent": agent if agent and all(a.id != agent for a in agents) else "",

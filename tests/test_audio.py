@@ -151,6 +151,10 @@ def test_recording_is_off_until_the_organization_opts_in_and_then_only_for_its_a
     org.audio_agents = "sales-bot\nSupport"  # by name as well as by id
     org.save()
     assert put(token, "s", "user", 0, samples).status_code == 201
+    # An agent id no agent can have (over 200 characters) is no agent: the session's own names decide, and the
+    # bot gets its answer (a 400 would have its package ask again for ever).
+    long_agent = Client().get("/ingest/audio/s/?agent=" + "a" * 201, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert long_agent.status_code == 200 and long_agent.json()["record"] is True
     status = Client().get("/ingest/audio/s/", HTTP_AUTHORIZATION=f"Bearer {token}").json()
     assert status == {
         "record": True,
