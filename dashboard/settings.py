@@ -160,7 +160,7 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     # One process: relays go from the writer to the browsers directly
-    # (rtvi_monitor/relay.py, Fanout); nothing is sent through this layer.
+    # (rtvi_monitor/live/relay.py, Fanout); nothing is sent through this layer.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -338,7 +338,7 @@ INGEST_MAX_CONNECTIONS_PER_TOKEN = envint("INGEST_MAX_CONNECTIONS_PER_TOKEN", "1
 SESSION_END_GRACE = envfloat("SESSION_END_GRACE", "30")
 # SESSION_SWEEP_INTERVAL: seconds between each process's heartbeat and sweep,
 # which ends sessions whose bot has been away past the grace, including those
-# of a server process that died (rtvi_monitor/lifecycle.py).
+# of a server process that died (rtvi_monitor/live/lifecycle.py).
 SESSION_SWEEP_INTERVAL = envfloat("SESSION_SWEEP_INTERVAL", "10")
 # SESSION_SUMMARY_INTERVAL: seconds between updates of a live session's row
 # (counts, latency, transcript search text) and of the live session list.
@@ -355,7 +355,7 @@ BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")
 
 # LIVE_CONTROL_TIMEOUT: seconds the dashboard waits for a bot to answer an operator's action on a live
-# call (end, send text) through its bot package's socket (rtvi_monitor/control.py).
+# call (end, send text) through its bot package's socket (rtvi_monitor/live/control.py).
 LIVE_CONTROL_TIMEOUT = envfloat("LIVE_CONTROL_TIMEOUT", "5")
 
 # --- Turn diagnosis (rtvi_monitor/turns.py) ------------------------------------

@@ -50,12 +50,13 @@ from django.utils import timezone
 from dashboard import agents as agents_service
 from dashboard.display import duration_text
 from dashboard.models import Agent, Organization
-from rtvi_monitor import alert_channels, lifecycle
+from rtvi_monitor import alert_channels
 from rtvi_monitor.alert_channels import Target, private_address, slack_text
 from rtvi_monitor.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.error_groups import error_groups
+from rtvi_monitor.live.registry import SERVER_ID
 from rtvi_monitor.models import HAS_ERRORS, Alert, AlertChannel, AlertDelivery, AlertRule, EndKind, Lease, Session
-from rtvi_monitor.state import percentile
+from rtvi_monitor.reducer.turns import percentile
 
 logger = logging.getLogger(__name__)
 
@@ -687,7 +688,7 @@ async def failing_context(organizations) -> dict:
 async def step(client: httpx.AsyncClient) -> bool:
     """One round: if this process holds the lease, evaluate every rule and send what is due. True if it did."""
     interval = settings.ALERT_EVALUATE_INTERVAL
-    holder = lifecycle.SERVER_ID
+    holder = SERVER_ID
     if not await in_db_thread(acquire, LEASE, holder, timedelta(seconds=3 * interval), executor=ALERTS_THREAD):
         return False
     context = await failing_context(await in_db_thread(_watched_organizations, executor=ALERTS_THREAD))

@@ -14,12 +14,10 @@ class RtviMonitorConfig(AppConfig):
         if "daphne.server" in sys.modules and "twisted.internet.reactor" in sys.modules:
             from twisted.internet import reactor
 
-            reactor.callWhenRunning(lambda: reactor.callLater(0, _start_sweep))
+            reactor.callWhenRunning(lambda: reactor.callLater(0, _start_server))
 
 
-def _start_sweep():
-    from rtvi_monitor import alerts, lifecycle, retention
+def _start_server():
+    from rtvi_monitor.live import process
 
-    lifecycle.start()
-    alerts.start()
-    retention.start()
+    process.start_server()

@@ -44,7 +44,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
-from rtvi_monitor.state import percentile  # the messages' latency figures' rule: the same for the audio's
+from rtvi_monitor.reducer.turns import percentile  # the messages' latency figures' rule: the same for the audio's
 
 TRACKS = ("user", "bot")
 MIN_RATE, MAX_RATE = 8000, 48000
@@ -517,7 +517,7 @@ def settle(session, reported: list[dict]) -> None:
 
 
 def settle_ended(sessions) -> None:
-    """Called as sessions end (rtvi_monitor/lifecycle.py, the rows fetched with select_related("audio")):
+    """Called as sessions end (rtvi_monitor/live/lifecycle.py, the rows fetched with select_related("audio")):
     those with a recording are compared, and no query is made for the others."""
     from rtvi_monitor.models import SessionAudio
 

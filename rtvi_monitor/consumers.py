@@ -1,8 +1,12 @@
-"""WebSocket consumers: they authenticate, hand frames to the live path, and move messages.
+"""WebSocket consumers: they authenticate, and move frames between sockets and the live path.
 
 - `IngestConsumer` (`/ws/ingest/<session_id>/`): a bot streams its RTVI messages.
 - `SessionConsumer` (`/ws/sessions/<session_id>/`): a browser watches one session.
 - `SessionListConsumer` (`/ws/sessions/`): a browser watches the live session list.
+
+What a bot may send and how it is answered is live/admission.py's; what a browser
+watching a session is sent, live/snapshots.py's; the rest of the live path is
+under rtvi_monitor/live/ (its __init__ draws it).
 """
 
 import asyncio
@@ -26,23 +30,24 @@ from rtvi_dashboard.wire import (
     CLOSE_FORBIDDEN,
     CLOSE_NOT_FOUND,
     CLOSE_RATE,
-    CLOSE_STALLED,
     CLOSE_TOO_BIG,
     CONTROL_PARAM,
     STREAM_ID_RE,
     STREAM_PARAM,
-    ack_ranges,
     control_version,
     is_control_result,
 )
 
 from dashboard import audit
 from dashboard.auth import bearer_token, scope_membership
-from rtvi_monitor import agent_link, control, events, lifecycle, metrics, protocol, redaction, relay, writer
-from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
-from rtvi_monitor.models import SESSION_ID_RE, IngestToken, RedactionRule, Session
-from rtvi_monitor.ratelimit import TokenBucket
-from rtvi_monitor.registry import LiveSession, registry
+from rtvi_monitor import metrics, redaction
+from rtvi_monitor.live import control, lifecycle, process, relay
+from rtvi_monitor.live.admission import Admission
+from rtvi_monitor.live.registry import registry
+from rtvi_monitor.live.session import LiveSession
+from rtvi_monitor.live.snapshots import SessionFeed
+from rtvi_monitor.live.start import find_credential, open_ingest
+from rtvi_monitor.models import SESSION_ID_RE, Session
 
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 STREAM_RULE = "stream: use 1-64 characters of A-Z a-z 0-9 _ . : -"
@@ -87,57 +92,18 @@ def _query(scope) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("utf-8", "replace")).items()}
 
 
-def _find_credential(token: str) -> IngestToken | None:
-    credential = IngestToken.objects.find(token)
-    if credential is not None:
-        credential.touch()
-    return credential
-
-
-async def find_credential(token: str) -> IngestToken | None:
-    """The ingest token's record, on the connecting bots' database thread (see `open_ingest`)."""
-    return await in_db_thread(_find_credential, token, executor=CONNECT_THREAD)
-
-
-async def open_ingest(credential: IngestToken, session_id: str, agent: str | None):
-    """Open (or reopen) the session for this bot, held by this process.
-
-    Returns (session, event, warning, redactor): `event` is "started" for a new
-    session and one reopened after it had ended, "back" when its bot returns
-    within the grace, else ""; `redactor` what is removed from this bot's
-    messages before they are stored (the organization's rules as they are now).
-
-    Its queries run on a thread of their own that keeps its connection: on
-    Django's shared sync thread each one opened a connection, so a hundred
-    bots reconnecting at once (a restart, a deploy) took 3 s to attach
-    (docs/BENCHMARKS.md, issue 15); on the writer's thread, 500 of them held
-    up the acks of bots already connected past a second (issue 22).
-    """
-    organization = credential.organization
-    link, warning = await agent_link.resolve(organization, agent)
-
-    def open_session():
-        opened = Session.objects.open_for_bot(organization, session_id, link, lifecycle.SERVER_ID)
-        return *opened, RedactionRule.redactor_for(organization.pk)
-
-    session, event, redactor = await in_db_thread(open_session, executor=CONNECT_THREAD)
-    return session, event, warning, redactor
-
-
 class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     """A bot's stream. Every frame is recorded and answered; only auth, size, rate and caps close it."""
 
     live_session: LiveSession | None = None
-    token_pk: int | None = None
-    ranged_acks = False  # the bot asked for {"acks": [[first, last], ...]} (wire.ACKS_PARAM)
+    admission: Admission | None = None  # its limits and how it is answered (live/admission.py)
     stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
     redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
-    control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (rtvi_monitor/control.py)
+    control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
 
     async def connect(self):
         await self.accept()
         query = _query(self.scope)
-        self.ranged_acks = query.get(ACKS_PARAM) == ACKS_RANGES
         self.control_version = control_version(query.get(CONTROL_PARAM))
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         if not SESSION_ID_RE.match(session_id):
@@ -151,22 +117,16 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         credential = await find_credential(token)
         if credential is None:
             return await self.fail("Unknown or revoked ingest token.", CLOSE_BAD_TOKEN)
-        held = registry.per_token.get(credential.pk, 0)
-        if held >= settings.INGEST_MAX_CONNECTIONS_PER_TOKEN:
-            return await self.fail(
-                f"This ingest token has {held} bot connections open here, its limit "
-                f"(INGEST_MAX_CONNECTIONS_PER_TOKEN={settings.INGEST_MAX_CONNECTIONS_PER_TOKEN}).",
-                CLOSE_RATE,
-            )
-        self.token_pk = credential.pk
-        registry.per_token[credential.pk] = held + 1
+        admission = Admission(ranged_acks=query.get(ACKS_PARAM) == ACKS_RANGES)
+        refused = admission.hold_token(credential.pk)
+        if refused:
+            return await self.fail(refused, CLOSE_RATE)
+        self.admission = admission
         registry.connecting += 1
         try:
             session, event, warning, self.redactor = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
-            self.bucket = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
-            self.bytes = TokenBucket(settings.INGEST_RATE_BYTES, settings.INGEST_RATE_BURST_SECONDS)
-            self.writer = writer.get_writer()
+            self.writer = process.start()
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
             lifecycle.forget_finishing(session.pk)
             self.live_session = await registry.attach(session)
@@ -194,91 +154,50 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
     async def take(self, data: str | bytes) -> None:
         received_at = time.time()
-        size = len(data) if isinstance(data, bytes) else _utf8_length(data, settings.INGEST_MAX_FRAME_BYTES)
-        if size > settings.INGEST_MAX_FRAME_BYTES:
-            return await self.fail(
-                f"Frame of {size} bytes is over the limit of {settings.INGEST_MAX_FRAME_BYTES}.", CLOSE_TOO_BIG
-            )
-        raw = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        try:
-            frame = protocol.parse(raw, max_depth=None)  # each message's depth is judged alone
-        except protocol.NotJSON as exc:
-            frame = protocol.unparsed(raw, str(exc))  # recorded as received, answered with what is wrong
+        admission = self.admission
+        size, too_big = admission.size(data)
+        if too_big:
+            return await self.fail(too_big, CLOSE_TOO_BIG)
+        frame = admission.parse(data)
         if is_control_result(frame):
             return control.hub.result(self, frame)  # the bot's answer to an operator's request, not a message
-        frames = frame["batch"] if isinstance(frame, dict) and isinstance(frame.get("batch"), list) else [frame]
-        if self.writer.backlog > settings.INGEST_MAX_PENDING:
-            # Storage is behind (database down?): refuse rather than grow
-            # without bound; the client keeps these unacknowledged and resends.
-            seqs = [f.get("seq") for f in frames if isinstance(f, dict) and isinstance(f.get("seq"), int)]
-            return await self.reply(
-                [
-                    {
-                        "error": "The dashboard cannot store messages right now; resend later.",
-                        "seq": None,
-                        "retry": True,
-                        "seqs": seqs,
-                    }
-                ]
-            )
-        if not self.bytes.take(size):
-            return await self.fail(
-                f"Over the rate limit of {settings.INGEST_RATE_BYTES} bytes per second (INGEST_RATE_BYTES).", CLOSE_RATE
-            )
-        if not self.bucket.take(len(frames)):
-            return await self.fail(
-                f"Over the rate limit of {settings.INGEST_RATE_LIMIT:g} messages per second.", CLOSE_RATE
-            )
-        immediate, answered = [], set()
-        for item in frames:  # inside a batch each item is judged alone
-            row, reply = self.live_session.accept(item, received_at, self, self.stream, self.redactor)
+        frames = admission.items(frame)
+        busy = admission.busy(frames, self.writer.backlog)
+        if busy is not None:
+            return await self.reply([busy])
+        over = admission.over_rate(size, len(frames))
+        if over:
+            return await self.fail(over, CLOSE_RATE)
+        live, writer, stream, redactor = self.live_session, self.writer, self.stream, self.redactor
+        replies = []
+        for item in frames:
+            row, reply = live.accept(item, received_at, self, stream, redactor)
             if row is not None:
-                self.writer.add(row)
-            if reply is not None and reply.get("ack") not in answered:  # one reply per seq per frame
-                answered.add(reply.get("ack"))
-                immediate.append(reply)
+                writer.add(row)
+            replies.append(reply)
+        immediate = admission.once_per_seq(replies)
         if immediate:
             await self.reply(immediate)
 
     async def reply(self, payloads: list[dict]) -> None:
-        """Answer the bot: one frame per reply, or, when it asked for ranged acks, its plain acks in one frame.
-
-        The writer calls this once per flush per connection, so a bot with
-        ranged acks gets one {"acks": [[first, last], ...]} frame per write
-        however many of its messages it stored; a frame per message was a
-        large share of the server's time (docs/BENCHMARKS.md, issue 15).
-        Warnings and errors always come one frame each.
-        """
-        acked = []
-        for payload in payloads:
-            if self.ranged_acks and len(payload) == 1 and "ack" in payload:
-                acked.append(payload["ack"])
-            else:
-                await self.send(text_data=json.dumps(payload))
-        if acked:
-            await self.send(text_data=json.dumps({"acks": ack_ranges(acked)}, separators=(",", ":")))
+        """Answer the bot (the writer calls this once per write per connection; live/admission.py says how)."""
+        for text in self.admission.frames(payloads):
+            await self.send(text_data=text)
 
     async def disconnect(self, code):
         left_at = timezone.now()
-        if self.token_pk is not None:
-            registry.per_token[self.token_pk] -= 1
+        if self.admission is not None:
+            self.admission.release_token()
         if self.live_session is not None:
             control.hub.detach(self)
             try:
                 await self.writer.flush()
-            except Exception:  # the writer keeps the rows and retries; the bot resends what was not acked
+            except Exception:  # the writer keeps the rows and retries; the bot resends what was not acknowledged
                 logger.warning("Could not store a disconnecting bot's last messages yet", exc_info=True)
             if registry.detach(self.live_session):
                 await lifecycle.bot_left(self.live_session, self.epoch, code, left_at)
 
     # Browsers' group messages are not for bots; ingest sockets join no group.
-
-
-def _utf8_length(text: str, limit: int) -> int:
-    """The frame's size in bytes (its UTF-8 length); cheap when it cannot be over the limit."""
-    if len(text) * 4 <= limit or text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @database_sync_to_async
@@ -335,27 +254,12 @@ class AccessWatch:
 
 
 class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
-    """A browser watching one session: a snapshot of the derived state, then the reducer's patches.
-
-    Every stored batch comes as {"type": "batch", "from", "to", "changes",
-    "events"}; the page applies the changes when `from` is the version it
-    has, and otherwise asks for a new snapshot ({"snapshot": true}). The
-    browser acknowledges the version it has rendered ({"ack": version});
-    more than BROWSER_MAX_LAG messages behind, the server stops sending and
-    says {"type": "resync"}. Server memory stays bounded whatever the browser does.
-
-    Relays come from the writer (`relay.fanout`) and are sent at once; while
-    a snapshot is being made they wait in `held` (at most BROWSER_MAX_LAG of
-    them, else a fresh snapshot follows), and go after it in order, those it
-    already covers skipped (`BrowserStream.take`).
-    """
+    """A browser watching one session: a snapshot of the derived state, then the reducer's patches
+    (the protocol is live/snapshots.py's `SessionFeed`, which the fan-out delivers to)."""
 
     session: Session | None = None
     group: str | None = None
-    held: list[dict] | None = None  # relays that came while a snapshot was being made; None when none is
-    again = False  # another snapshot was asked for while one was being made
-    since: int | None = None  # the next snapshot's events start after this seq (the page has those before)
-    snapshots: asyncio.Task | None = None
+    feed: SessionFeed | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -367,18 +271,20 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
             return await self.close(refused)
         await audit.arecord_read(self.session.organization_id, self.session.session_id, "socket", scope=self.scope)
         self.group = relay.session_group(self.session.pk)
-        self.stream = relay.BrowserStream()
-        self.held = []  # from now until the first snapshot is out
+        self.feed = SessionFeed(self.session, self._send_text, self.close)  # relays wait until the snapshot is out
         metrics.BROWSERS.inc()
         try:
-            await relay.fanout.watch(self.group, self)
+            await relay.fanout.watch(self.group, self.feed)
             await self.accept()
             self.watch_access(self.session.organization_id, contents=True)
-            await self.send_snapshots()
+            await self.feed.send_snapshots()
         except BaseException:
             # No disconnect follows a connect that raised (Redis down, the database): leave now.
             await self.leave()
             raise
+
+    async def _send_text(self, text: str) -> None:
+        await self.send(text_data=text)
 
     async def disconnect(self, code):
         await self.leave()
@@ -392,115 +298,11 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.session is not None and self.group is not None:
             group, self.group = self.group, None
             metrics.BROWSERS.dec()
-            if self.snapshots is not None:
-                self.snapshots.cancel()
-            await relay.fanout.unwatch(group, self)
-
-    async def send_frame(self, text: str) -> None:
-        """One frame, in parts when it is too big for one WebSocket message."""
-        for part in relay.parts(text):
-            await self.send(text_data=part)
-
-    async def deliver(self, message: dict) -> None:
-        """A relay for this session (relay.fanout), sent now or after the snapshot being made."""
-        if self.held is None:
-            await self.forward(message)
-        elif len(self.held) < settings.BROWSER_MAX_LAG:
-            self.held.append(message)
-        else:  # the snapshot is slow to come: what it misses, the next one has
-            self.held.clear()
-            self.again = True
-
-    async def forward(self, message: dict) -> None:
-        if message["type"] == "session.batch":
-            # A stored batch of one session: the reducer's patch and the events, from whichever process ingests it.
-            action = self.stream.take(message["to"])
-            if action == "send":
-                await self.send_frame(message["text"])
-            elif action == "resync":
-                await self.send(text_data=json.dumps({"type": "resync"}))
-            elif action == "stalled":
-                await self.close(CLOSE_STALLED)
-        elif message["type"] == "session.changed":
-            kind = "ended" if message["event"] == "ended" else "session"
-            await self.send(text_data=relay.to_json({"type": kind, "session": message["session"]}))
-            if message["event"] in ("started", "back"):
-                # Its bot is back: the state is loaded afresh from what is stored, and a copy
-                # made before (an ended state, say) is not the one the next patches continue.
-                self.snapshot_soon()
-
-    def snapshot_soon(self, since: int | None = None) -> None:
-        """A fresh snapshot, made beside the relays (which wait for it), or once more after the one being made.
-
-        With `since`, its events are those stored after that seq (none when it is past the last).
-        """
-        self.since = since
-        if self.held is not None:
-            self.again = True
-            return
-        self.held = []
-        self.snapshots = asyncio.create_task(self._send_snapshots_or_close())
-
-    async def _send_snapshots_or_close(self) -> None:
-        try:
-            await self.send_snapshots()
-        except Exception:  # the database, say: the page reconnects and asks again
-            logger.exception("A snapshot for a browser of session %s failed", self.session.session_id)
-            await self.close(1011)
-
-    async def send_snapshots(self) -> None:
-        """Snapshots until none more is asked for, each followed by the relays that came meanwhile."""
-        try:
-            while True:
-                self.again = False
-                await self.send_snapshot()
-                while self.held and not self.again:
-                    await self.forward(self.held.pop(0))
-                if not self.again:
-                    break
-        finally:
-            self.held = None
-
-    async def send_snapshot(self) -> None:
-        """The derived state, its list bases and the newest events, as of one moment."""
-        pk = self.session.pk
-        here = registry.sessions.get(pk)
-        if here is not None:
-            # The events go up to what this state has folded in: one stored since, but not yet folded (the
-            # writer stores, then folds), comes in the next batch; in the snapshot too, a page had it twice.
-            snapshot = {"state": here.state.to_dict(), "bases": here.state.bases(), "upto": here.state.folded_upto}
-        else:
-            snapshot = await database_sync_to_async(_stored_snapshot)(pk)
-        upto = snapshot.pop("upto", None)
-        since, self.since = self.since, None
-
-        def load():
-            recent = events.recent_events(pk, settings.BROWSER_RECENT_EVENTS, upto_seq=upto, after_seq=since)
-            return Session.objects.select_related("agent").get(pk=pk), recent
-
-        session, recent = await database_sync_to_async(load)()
-        self.stream.restart(snapshot["state"].get("version", 0))
-        await self.send_frame(
-            relay.to_json({"type": "snapshot", "session": session.row(), **snapshot, "events": recent})
-        )
+            self.feed.cancel()
+            await relay.fanout.unwatch(group, self.feed)
 
     async def receive(self, text_data=None, bytes_data=None):
-        request, problem = relay.browser_request(text_data if text_data is not None else bytes_data)
-        if problem:
-            return await self.send(text_data=json.dumps({"type": "error", "error": problem}))
-        if "ack" in request:
-            self.stream.acknowledge(request["ack"])
-        if request.get("snapshot"):
-            self.snapshot_soon(request.get("since"))
-
-
-def _stored_snapshot(pk: int) -> dict:
-    """A snapshot of a session nobody ingests here: its frozen state, or a replay of what is stored."""
-    session = Session.objects.get(pk=pk)
-    if session.state is not None:
-        return {"state": session.state, "bases": {}}
-    state, stored = events.load_state(pk)
-    return {"state": state.to_dict(), "bases": state.bases(), "upto": max((e["seq"] for e in stored), default=0)}
+        await self.feed.request(text_data if text_data is not None else bytes_data)
 
 
 @database_sync_to_async

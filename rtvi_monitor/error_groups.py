@@ -3,7 +3,7 @@
 An error's group is its text with numbers and ids masked ("TTS websocket
 reconnected after 1532 ms" and "... after 88 ms" are one group), its agent,
 and whether it was fatal. The errors are the stored `error` and
-`error-response` messages, read as the reducer reads them (`state.error_of`),
+`error-response` messages, read as the reducer reads them (`reducer.errors.error_of`),
 through a partial index that holds only those rows.
 """
 
@@ -16,7 +16,7 @@ from django.db.models.functions import Right, Substr
 
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import Event
-from rtvi_monitor.state import ERROR_TYPES, error_of
+from rtvi_monitor.reducer.errors import ERROR_TYPES, error_of
 
 MAX_ROWS = 20_000  # newest errors read per Overview; an hour with more is summarised from these
 MAX_TEXT = 300

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dashboard.http import strict_dumps
 from rtvi_monitor import protocol
 from rtvi_monitor.models import Event, storable
 from rtvi_monitor.state import Event as StateEvent
@@ -17,7 +18,7 @@ from rtvi_monitor.state import SessionState
 from rtvi_monitor.state import replay as fold
 
 if TYPE_CHECKING:
-    from rtvi_monitor.registry import LiveSession
+    from rtvi_monitor.live.session import LiveSession
 
 
 class Replier(Protocol):
@@ -38,7 +39,7 @@ class Row:
 
     `seq` is the dashboard's own numbering of the session's messages, in the
     order they are stored; `stream` and `bot_seq` are what the bot called it
-    (rtvi_monitor/registry.py), `bot_seq` None when it gave no usable seq.
+    (rtvi_monitor/live/session.py), `bot_seq` None when it gave no usable seq.
     """
 
     live: "LiveSession"
@@ -76,11 +77,8 @@ class Row:
     holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 
-    def as_event(self) -> dict:
-        """The row as browsers get it: long messages as a preview."""
-        message = self.message
-        if len(self.text) > BROWSER_PREVIEW:
-            message = {"truncated": True, "preview": self.text[:BROWSER_PREVIEW], "length": len(self.text)}
+    def _described(self) -> dict:
+        """What browsers get of the row besides its message."""
         return {
             "seq": self.seq,
             "stream": self.stream,
@@ -89,11 +87,25 @@ class Row:
             "type": self.type,
             "received_at": self.received_at,
             "sent_at": self.sent_at,
-            "message": message,
             "valid": self.valid,
             "error": self.error,
             "redacted": self.redacted,
         }
+
+    def as_event(self) -> dict:
+        """The row as browsers get it: long messages as a preview."""
+        message = self.message
+        if len(self.text) > BROWSER_PREVIEW:
+            message = {"truncated": True, "preview": self.text[:BROWSER_PREVIEW], "length": len(self.text)}
+        return {**self._described(), "message": message}
+
+    def as_event_json(self) -> str:
+        """`as_event()` as strict JSON. A message that is an object is spliced in as stored: `text` is its
+        compact strict JSON already (stored_form), and encoding it again was most of a relay's cost."""
+        if type(self.message) is not dict or len(self.text) > BROWSER_PREVIEW:
+            return strict_dumps(self.as_event(), separators=(",", ":"))
+        head = strict_dumps(self._described(), separators=(",", ":"))
+        return f'{head[:-1]},"message":{self.text}}}'
 
     def as_params(self) -> tuple:
         return (

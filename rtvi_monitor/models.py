@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from dashboard.models import Agent, Organization, Secret
-from rtvi_monitor.state import ERROR_TYPES, LOG_TYPES
+from rtvi_monitor.reducer.errors import ERROR_TYPES, LOG_TYPES
 
 if TYPE_CHECKING:
     from rtvi_monitor.state import SessionState
@@ -83,7 +83,7 @@ class IngestToken(Secret):
 
 
 class EndKind(models.TextChoices):
-    """How a session ended, from what its messages and its bot's socket said (rtvi_monitor/lifecycle.py)."""
+    """How a session ended, from what its messages and its bot's socket said (rtvi_monitor/live/lifecycle.py)."""
 
     CLIENT_HUNG_UP = "client_hung_up", "client hung up"  # the client sent disconnect-bot, then the bot left
     BOT_FINISHED = "bot_finished", "bot finished"  # the bot closed its socket with 1000 (its pipeline ended)
@@ -101,40 +101,6 @@ HAS_ERRORS = models.Q(error_count__gt=0) | models.Q(fatal=True)
 class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
-
-    def open_for_bot(self, organization, session_id: str, link, holder: str) -> tuple["Session", str]:
-        """Where a session starts: its bot connected (to the server process `holder`).
-
-        A new id starts a session; a bot back within the grace continues its
-        own; a bot back after its session ended reopens it. `link` is the
-        agent the bot named (rtvi_monitor.agent_link.AgentLink) or None.
-        Returns the session and what happened: "started" (new or reopened),
-        "back", or "".
-        """
-        agent_fields = (
-            {"agent": link.agent, "agent_key": link.key, "agent_name": link.name, "deployment_id": link.deployment_id}
-            if link
-            else {}
-        )
-        session, created = self.get_or_create(organization=organization, session_id=session_id, defaults=agent_fields)
-        reopened = session.status == Session.Status.ENDED
-        back = not reopened and session.bot_left_at is not None
-        # Whatever happened since it was read (a sweep may have ended it just now), its bot is here: live.
-        updates = {
-            "ingest_epoch": models.F("ingest_epoch") + 1,
-            "holder": holder,
-            "bot_left_at": None,
-            "status": Session.Status.LIVE,
-            "ended_at": None,
-            "end_reason": "",
-            "end_kind": "",
-            "state": None,
-        }
-        if link:
-            updates.update(agent_fields)
-        self.filter(pk=session.pk).update(**updates)
-        session = self.select_related("agent").get(pk=session.pk)
-        return session, "started" if created or reopened else "back" if back else ""
 
     def find(self, organization, session_id: str):
         """The organization's session with this id, or None (also for no organization)."""
@@ -179,7 +145,7 @@ class Session(models.Model):
     # The server process the bot is connected to (ServerProcess.id), and when
     # its bot left. A live session whose bot left more than SESSION_END_GRACE
     # ago, or whose process stopped beating, is ended by the sweep
-    # (rtvi_monitor/lifecycle.py), whichever process runs it.
+    # (rtvi_monitor/live/lifecycle.py), whichever process runs it.
     holder = models.CharField(max_length=40, blank=True, db_index=True)
     bot_left_at = models.DateTimeField(null=True, blank=True)
 
@@ -254,7 +220,7 @@ class Event(models.Model):
     were stored in (1, 2, 3...). `stream` and `bot_seq` are the bot's own:
     the client that sent it (what it named in the ingest URL, "" for one
     that names none) and the seq it gave it, for acks and resends
-    (rtvi_monitor/registry.py; docs/PROTOCOL.md).
+    (rtvi_monitor/live/registry.py; docs/PROTOCOL.md).
     """
 
     # Rows are written by rtvi_monitor.writer with one executemany per batch

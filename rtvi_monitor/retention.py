@@ -36,9 +36,10 @@ from django.utils import timezone
 
 from dashboard import audit
 from dashboard.models import Organization
-from rtvi_monitor import audio, lifecycle
+from rtvi_monitor import audio
 from rtvi_monitor.alerts import acquire
 from rtvi_monitor.dbthread import RETENTION_THREAD, in_db_thread, start_once
+from rtvi_monitor.live.registry import SERVER_ID
 from rtvi_monitor.models import Alert, Event, Session, Span
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def purge_round(now=None, batch: int | None = None) -> dict:
 async def step() -> bool:
     """Purge until a round finds nothing (or the lease is lost); True if this process holds the lease."""
     interval = settings.RETENTION_INTERVAL
-    holder = lifecycle.SERVER_ID
+    holder = SERVER_ID
     lease = timedelta(seconds=max(60.0, 3 * interval))
     while await in_db_thread(acquire, LEASE, holder, lease, executor=RETENTION_THREAD):
         removed = await in_db_thread(purge_round, executor=RETENTION_THREAD)

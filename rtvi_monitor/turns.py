@@ -71,8 +71,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtvi_monitor.reducer.turns import percentile
 from rtvi_monitor.services import service_kind
-from rtvi_monitor.state import Event, percentile
+from rtvi_monitor.state import Event
 
 BACKCHANNEL_SECONDS = 0.8  # the defaults of settings.TURN_BACKCHANNEL_SECONDS and TURN_BACKCHANNEL_WORDS
 BACKCHANNEL_WORDS = 3

@@ -231,7 +231,7 @@ def live_settings(settings):
 def live_path(transactional_db, live_settings):
     """A clean live path: the registry is per process and outlives a test's database."""
     from rtvi_monitor.dbthread import AUDIO_THREAD, CONNECT_THREAD, DB_THREAD, LIFECYCLE_THREAD
-    from rtvi_monitor.registry import registry
+    from rtvi_monitor.live.registry import registry
 
     registry.sessions.clear()
     registry.per_token.clear()

@@ -465,7 +465,7 @@ def pipecat_conversation(turns: int = 3, **options) -> list[dict]:
 
 CALLER_PSEUDONYM = re.compile(
     r"caller:[0-9a-f]{12}"
-)  # what a message's user_id is stored as (rtvi_monitor/registry.py)
+)  # what a message's user_id is stored as (rtvi_monitor/live/registry.py)
 
 
 def as_stored(message):

@@ -1,9 +1,10 @@
-"""A function call that failed is "failed", with what went wrong: rtvi_monitor.state's call_failure and its fold."""
+"""A function call that failed is "failed", with what went wrong: reducer.calls' call_failure and its fold."""
 
 import pytest
 
 from rtvi_monitor.protocol import validate
-from rtvi_monitor.state import Event, call_failure, replay
+from rtvi_monitor.reducer.calls import call_failure
+from rtvi_monitor.state import Event, replay
 from tests.rtvi_samples import m
 
 T0 = 1_750_000_000.0

@@ -329,7 +329,7 @@ async def test_a_flush_whose_caller_is_cancelled_still_stores_and_acknowledges(
     """A disconnecting bot's flush cancelled by the server's close timeout: what it stored is still acked."""
     import threading
 
-    from rtvi_monitor.writer import Writer, get_writer
+    from rtvi_monitor.live.writer import Writer, get_writer
 
     live_settings.INGEST_FLUSH_INTERVAL = 60  # only the flush below, none of the writer's own
     live_settings.INGEST_GROUP_COMMIT = False

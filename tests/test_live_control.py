@@ -16,7 +16,7 @@ from django.test import AsyncClient
 
 from dashboard.asgi import application
 from dashboard.models import ApiKey, AuditEntry
-from rtvi_monitor import control
+from rtvi_monitor.live import control
 from rtvi_monitor.models import Event, Session
 from tests.conftest import make_member
 from tests.sockets import receive, rtvi, send, wrap

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rtvi_monitor import state as state_module
 from rtvi_monitor.patches import apply_changes
 from rtvi_monitor.protocol import validate
+from rtvi_monitor.reducer import limits as state_module
 from rtvi_monitor.state import Event, SessionState
 from tests.conftest import skip_or_fail
 from tests.rtvi_samples import barge_in_turn, chat_turn, legacy_v1_turn, pipecat_conversation_pairs

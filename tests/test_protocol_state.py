@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtvi_monitor import state as state_module
 from rtvi_monitor.protocol import validate
+from rtvi_monitor.reducer import limits as state_module
 from rtvi_monitor.state import Event, SessionState, replay
 from tests.rtvi_samples import (
     SCRIPT,

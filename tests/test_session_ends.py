@@ -13,9 +13,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from rtvi_monitor import alerts, lifecycle
+from rtvi_monitor import alerts
+from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live.registry import registry
 from rtvi_monitor.models import AlertRule, EndKind, Session
-from rtvi_monitor.registry import registry
 from rtvi_monitor.state import SessionState
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 

@@ -17,7 +17,7 @@ def token_message(i: int) -> dict:
 
 
 async def start_bot(token, session_id="s1", count=0):
-    from rtvi_monitor.registry import registry
+    from rtvi_monitor.live.registry import registry
 
     bot = bot_socket(session_id, token)
     assert (await bot.connect())[0]
@@ -72,7 +72,7 @@ async def test_a_browser_never_sees_another_organizations_session(other_org, sta
 
 
 def server_state(session_id="s1") -> dict:
-    from rtvi_monitor.registry import registry
+    from rtvi_monitor.live.registry import registry
 
     (here,) = [s for s in registry.sessions.values() if s.session_id == session_id]
     return json.loads(json.dumps(here.state.to_dict()))
@@ -148,7 +148,7 @@ async def test_a_relay_lost_on_the_way_is_made_good_by_a_snapshot(ingest_token, 
 
     The next batch does not fit the page's version, and the page resyncs.
     """
-    from rtvi_monitor.relay import fanout
+    from rtvi_monitor.live.relay import fanout
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
@@ -183,7 +183,7 @@ async def test_relays_reach_a_browser_in_the_order_they_were_stored(ingest_token
     and folds: each relay still carries its own flush's patch and events, in order.
     """
     from rtvi_monitor.consumers import IngestConsumer
-    from rtvi_monitor.relay import fanout
+    from rtvi_monitor.live.relay import fanout
 
     bot = await start_bot(ingest_token)
     browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
@@ -335,8 +335,8 @@ async def test_a_staff_user_without_organization_is_refused(ingest_token, django
 async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_token, staff_cookie, monkeypatch):
     """No disconnect follows a connect that raised: the consumer leaves the fan-out itself."""
     from rtvi_monitor import metrics
-    from rtvi_monitor.consumers import SessionConsumer
-    from rtvi_monitor.relay import fanout
+    from rtvi_monitor.live.relay import fanout
+    from rtvi_monitor.live.snapshots import SessionFeed
 
     bot = await start_bot(ingest_token)
 
@@ -348,13 +348,13 @@ async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_to
     async def broken(self):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(SessionConsumer, "send_snapshot", broken)
+    monkeypatch.setattr(SessionFeed, "send_snapshot", broken)
     browser = browser_socket("/ws/sessions/s1/", staff_cookie)
     with pytest.raises(RuntimeError, match="went away"):
         await browser.connect()
         await browser.receive_from(timeout=1)
+    from rtvi_monitor.live.relay import session_group
     from rtvi_monitor.models import Session
-    from rtvi_monitor.relay import session_group
 
     # This session's group (another test's browser may still be on its way out of its own).
     watched = session_group((await sync_to_async(Session.objects.get)(session_id="s1")).pk)

@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
-from rtvi_monitor import registry, writer
+from rtvi_monitor.live import session, writer
 from rtvi_monitor.models import Event
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
@@ -24,7 +24,7 @@ async def stored(session_id) -> dict[int, Event]:
 
 async def test_a_row_the_database_refuses_is_answered_and_others_in_the_batch_are_stored(ingest_token, monkeypatch):
     """A seq past what the database's column holds (the boundary is widened here to let it through)."""
-    monkeypatch.setattr(registry, "MAX_SEQ", 2**70)
+    monkeypatch.setattr(session, "MAX_SEQ", 2**70)
     bad, good = await connect("refused", ingest_token), await connect("healthy", ingest_token)
     await send(bad, {"batch": [wrap(1, rtvi("bot-ready")), wrap(2**63 + 5, rtvi("bot-llm-text", {"text": "x"}))]})
     await send(good, wrap(1, rtvi("bot-llm-text", {"text": "fine"})))

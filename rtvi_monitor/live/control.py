@@ -29,8 +29,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from rtvi_dashboard.wire import CONTROL, CONTROL_VERSION, MAX_CONTROL_ERROR, MAX_CONTROL_TEXT
 
-from rtvi_monitor import lifecycle
-from rtvi_monitor.relay import received
+from rtvi_monitor.live.registry import SERVER_ID
+from rtvi_monitor.live.relay import received
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class Hub:
 
     async def _listen(self) -> None:
         layer = get_channel_layer()
-        channel = inbox(lifecycle.SERVER_ID)
+        channel = inbox(SERVER_ID)
         async for message in received(layer, channel, "control requests"):
             # Each in a task: a bot slow to answer never holds up the others' requests.
             task = asyncio.get_running_loop().create_task(self._serve(layer, message))

@@ -23,12 +23,10 @@ the grace plus one interval of a restart.
 """
 
 import asyncio
-import copy
 import logging
 import os
 import socket
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -39,14 +37,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from rtvi_dashboard.wire import CLOSE_NORMAL
 
-from rtvi_monitor import audio, cost, events, relay, writer
+from rtvi_monitor import audio, cost, events
 from rtvi_monitor.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
+from rtvi_monitor.live import relay, writer
+from rtvi_monitor.live.registry import SERVER_ID, registry
+from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.models import EndKind, Event, ServerProcess, Session, storable_json, summary_fields
-from rtvi_monitor.registry import LiveSession, registry
 
 logger = logging.getLogger(__name__)
-
-SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs
 
 FINISHED = CLOSE_NORMAL  # the close code of a bot whose pipeline ended: its session ends at once
 # Why a bot is away (Session.end_reason while it is), as the sweep reads it.
@@ -92,8 +90,8 @@ def _wake() -> asyncio.Event:
 
 
 def sweep_soon() -> None:
-    """A bot finished (closed with 1000): sweep now rather than at the next interval, to end its session."""
-    start()
+    """A bot finished (closed with 1000): sweep now rather than at the next interval, to end its session
+    (the sweep runs since the bot's connection started the live path: live/process.py)."""
     _wake().set()
 
 
@@ -364,10 +362,7 @@ def _final(live: LiveSession, left: str, at: float, shared: bool = True) -> _End
     loaded for its end alone is ended in place (copying it was most of a
     sweep's time).
     """
-    if shared:
-        final, ended_from = copy.deepcopy(live.state), None
-    else:
-        final, ended_from = live.state, live.state.version
+    final, ended_from = live.final_state(shared)
     kind, reason = end_of(final, left)
     final.end(at, reason, kind)
     fields = summary_fields(final)
@@ -410,11 +405,7 @@ async def _relay_end(end: _End, session: Session) -> None:
     live = end.live
 
     def end_live():  # under the writer's lock: after every batch already folded, before the next
-        version_from = end.ended_from
-        if version_from is None:
-            version_from = live.state.version
-            live.state.end(end.at, end.reason, end.kind)
-        live.ended = True
+        version_from = live.end(end.at, end.reason, end.kind, end.ended_from)
         return relay.session_group(live.pk), relay.batch_message(live, [], version_from)
 
     await writer.get_writer().relay_in_order(end_live)
@@ -434,3 +425,8 @@ async def end_session(live: LiveSession, left: str, ended_at: float | None = Non
     (session,) = await in_db_thread(_store_ends, [end], only_if_away)
     if session is not None:
         await _relay_end(end, session)
+
+
+async def end_fatal(live: LiveSession) -> None:
+    """A fatal error ended the session (the writer hands it over once the error is stored): ended now."""
+    await end_session(live, "fatal error")

@@ -18,20 +18,17 @@ gets its own relays back from Redis too, and drops them (`origin`).
 """
 
 import asyncio
-import json
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.conf import settings
 
 from dashboard.http import strict_dumps
 from rtvi_monitor.models import Session
 
 if TYPE_CHECKING:
-    from rtvi_monitor.registry import LiveSession
+    from rtvi_monitor.live.session import LiveSession
 
 logger = logging.getLogger(__name__)
 
@@ -169,11 +166,14 @@ def to_json(value: Any) -> str:
     return strict_dumps(value, separators=(",", ":"))
 
 
-def batch_message(live: "LiveSession", events: list[dict], version_from: int) -> dict:
-    """What the writer relays to a session's browsers after a stored batch: the reducer's patch and the events."""
-    changes = live.state.take_changes()
-    version_to = live.state.version
-    text = to_json({"type": "batch", "from": version_from, "to": version_to, "changes": changes, "events": events})
+def batch_message(live: "LiveSession", events: list[str], version_from: int) -> dict:
+    """What the writer relays to a session's browsers after a stored batch: the reducer's patch, and the stored
+    events (each as JSON already: `Row.as_event_json`)."""
+    changes, version_to = live.take_changes()
+    text = (
+        f'{{"type":"batch","from":{version_from},"to":{version_to},'
+        f'"changes":{to_json(changes)},"events":[{",".join(events)}]}}'
+    )
     return {"type": "session.batch", "text": text, "from": version_from, "to": version_to}
 
 
@@ -195,89 +195,3 @@ async def sessions_updated(sessions: list[Session]) -> None:
         by_org.setdefault(session.organization_id, []).append(session.row())
     for organization_id, rows in by_org.items():
         await relay(org_group(organization_id), {"type": "session.list", "event": "updated", "sessions": rows})
-
-
-# A frame to a browser longer than this goes as parts (daphne refuses to send
-# more than 1 MiB at once; a part's text may double when escaped).
-FRAME_PART = 256 * 1024
-
-
-def parts(text: str) -> list[str]:
-    """A frame as the WebSocket messages that carry it: itself, or {"type": "part"} pieces in order."""
-    if len(text) <= FRAME_PART:
-        return [text]
-    return [
-        to_json({"type": "part", "data": text[start : start + FRAME_PART], "last": start + FRAME_PART >= len(text)})
-        for start in range(0, len(text), FRAME_PART)
-    ]
-
-
-class BrowserStream:
-    """What one browser was sent and has acknowledged (in state versions), and so what it gets next.
-
-    More than BROWSER_MAX_LAG messages unacknowledged, the browser is told to
-    resync and sent nothing more until it asks for a snapshot; silent for
-    BROWSER_STALL_TIMEOUT after that, it is closed. Server memory stays
-    bounded whatever the browser does.
-    """
-
-    def __init__(self):
-        self.sent = self.acked = 0
-        self.paused_since: float | None = None
-
-    def restart(self, version: int) -> None:
-        """A snapshot at `version` went out."""
-        self.sent = self.acked = version
-        self.paused_since = None
-
-    def acknowledge(self, version) -> None:
-        if isinstance(version, int) and not isinstance(version, bool):
-            self.acked = max(self.acked, min(version, self.sent))
-
-    def take(self, version: int) -> str:
-        """What to do with a batch that brings the state to `version`: send, skip, resync or stalled."""
-        if self.paused_since is not None:
-            return "stalled" if time.monotonic() - self.paused_since > settings.BROWSER_STALL_TIMEOUT else "skip"
-        if version <= self.sent:
-            return "skip"  # the snapshot had it already
-        if self.sent - self.acked > settings.BROWSER_MAX_LAG:
-            self.paused_since = time.monotonic()
-            return "resync"
-        self.sent = version
-        return "send"
-
-
-BROWSER_REQUEST_FIELDS = ("ack", "snapshot", "since")
-BROWSER_REQUEST_MAX = 1000  # characters: a page's requests are a few dozen
-
-
-def browser_request(data: str | bytes | None) -> tuple[dict, str]:
-    """A page's request on its session socket, checked: (request, "") or ({}, what is wrong).
-
-    A page sends {"ack": version} (what it has rendered) and {"snapshot": true}
-    (a fresh copy), optionally with "since": seq (the events after that seq,
-    for a page that has the ones before). Anything else is answered with what
-    was wrong, never with silence.
-    """
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "replace")
-    if not data or len(data) > BROWSER_REQUEST_MAX:
-        return {}, f"expected a JSON object of at most {BROWSER_REQUEST_MAX} characters"
-    try:
-        request = json.loads(data)
-    except ValueError:
-        request = None
-    if not isinstance(request, dict):
-        return {}, 'expected a JSON object: {"ack": version} or {"snapshot": true, "since": seq}'
-    unknown = sorted(set(request) - set(BROWSER_REQUEST_FIELDS))
-    if unknown:
-        return {}, f"unknown field {unknown[0]!r}: expected ack, snapshot or since"
-    for name in ("ack", "since"):
-        value = request.get(name)
-        if name in request and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            return {}, f"{name}: expected a whole number from 0, got {json.dumps(value)[:40]}"
-    if "snapshot" in request and request["snapshot"] is not True:
-        return {}, "snapshot: expected true"
-    if "since" in request and "snapshot" not in request:
-        return {}, 'since: only with "snapshot": true'
-    return request, ""

@@ -5,7 +5,8 @@ INSERT stores them, with the due session summaries, in one transaction: as soon
 as the previous write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed
 cadence (INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded
 into their sessions' states, the bots get their acks ("ack" means stored),
-and each session's browsers get one batch (rtvi_monitor/relay.py).
+and each session's browsers get one batch (live/relay.py). A session a fatal
+error ended is handed to `end_fatal` (the lifecycle's, set by live/process.py).
 
 A row the database refuses for its data is stored alone, escaped, as an
 invalid record; a database that is down or locked keeps the batch, and bots
@@ -16,7 +17,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -24,14 +25,14 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from rtvi_monitor import cost, lifecycle, metrics
+from rtvi_monitor import cost, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
-from rtvi_monitor.models import Event, Session, SessionCaller, summary_fields
-from rtvi_monitor.relay import batch_message, relay, session_group, sessions_updated
+from rtvi_monitor.live.relay import batch_message, relay, session_group, sessions_updated
+from rtvi_monitor.models import Event, Session, SessionCaller
 
 if TYPE_CHECKING:
-    from rtvi_monitor.registry import LiveSession
+    from rtvi_monitor.live.session import LiveSession
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,10 @@ class Writer:
         self.task = loop.create_task(self._run())
         self.failures = 0
         self.due: dict[int, LiveSession] = {}  # sessions whose row awaits a summary update
+        # How a session a fatal error ended is ended (the lifecycle's end_fatal, set by live/process.py).
+        self.end_fatal: Callable[[LiveSession], Awaitable[None]] | None = None
+        self.group_commit = settings.INGEST_GROUP_COMMIT  # read per row: once here, not through settings' proxy
+        self.flush_rows = settings.INGEST_FLUSH_ROWS
 
     @property
     def backlog(self) -> int:
@@ -114,7 +119,7 @@ class Writer:
 
     def add(self, row: Row) -> None:
         self.pending.append(row)
-        if settings.INGEST_GROUP_COMMIT or len(self.pending) >= settings.INGEST_FLUSH_ROWS:
+        if self.group_commit or len(self.pending) >= self.flush_rows:
             self.wake.set()
 
     async def _run(self) -> None:
@@ -203,16 +208,12 @@ class Writer:
             sessions: dict[int, tuple[LiveSession, int]] = {}
             turns_before: dict[int, tuple[LiveSession, int]] = {}
             for row in batch:
-                if row.seq > row.live.max_seq:  # renumbered past what another process stored
-                    row.live.max_seq = row.seq
-                if row.live.pk not in sessions:
-                    sessions[row.live.pk] = (row.live, row.live.state.version)
-                    turns_before[row.live.pk] = (row.live, row.live.state.turns.next_position())
-                    self._mark_due(row.live)
-                if not row.refused:
-                    row.live.state.apply(row.as_state_event())
-                    if row.caller:
-                        row.live.linked.add(row.caller)  # stored with this row: the next ones need not carry it
+                live = row.live
+                if live.pk not in sessions:
+                    sessions[live.pk] = (live, live.state.version)
+                    turns_before[live.pk] = (live, live.state.turns.next_position())
+                    self._mark_due(live)
+                live.fold(row)
             metrics.record_batch([row for row in batch if not row.refused], turns_before)
             # Each session's patch is taken now, while the state holds this flush's rows and no
             # more. The next flush (a disconnecting bot's, beside this loop's) may store and fold
@@ -241,9 +242,7 @@ class Writer:
             if len(updates) >= SUMMARIES_PER_FLUSH:
                 break
             del self.due[pk]
-            live.summary = summary_fields(live.state)
-            live.usage = {model: dict(use) for model, use in live.state.usage.items()}
-            live.last_summary_at = now
+            live.take_summary(now)
             updates[pk] = live
         return updates
 
@@ -392,16 +391,18 @@ class Writer:
     @staticmethod
     def _batches(batch: list[Row], sessions: dict[int, tuple["LiveSession", int]]) -> list[tuple[str, dict]]:
         """Each session's relay of a stored batch: the reducer's patch since `version_from`, and the stored events."""
-        by_session: dict[int, list[dict]] = {pk: [] for pk in sessions}
+        by_session: dict[int, list[Row]] = {pk: [] for pk in sessions}
         for row in batch:
             if not row.refused:
-                by_session[row.live.pk].append(row.as_event())
+                by_session[row.live.pk].append(row)
         relays = []
-        for pk, events in by_session.items():
+        for pk, rows in by_session.items():
             live, version_from = sessions[pk]
-            events.sort(key=lambda e: e["seq"])
+            rows.sort(key=lambda row: row.seq)
             try:
-                relays.append((session_group(pk), batch_message(live, events, version_from)))
+                relays.append(
+                    (session_group(pk), batch_message(live, [row.as_event_json() for row in rows], version_from))
+                )
             except Exception:  # its browsers see the gap in versions and resync; the acks still go
                 logger.exception("The relay of session %s could not be made", live.session_id)
         return relays
@@ -429,13 +430,14 @@ class Writer:
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
 
-    @staticmethod
-    async def _end_fatal(sessions: dict[int, tuple["LiveSession", int]]) -> None:
-        """Sessions a fatal error ended: ended now (which flushes again, so not while relaying)."""
+    async def _end_fatal(self, sessions: dict[int, tuple["LiveSession", int]]) -> None:
+        """Sessions a fatal error ended: handed to `end_fatal` now (which flushes again, so not while relaying)."""
+        if self.end_fatal is None:
+            return
         for live, _ in sessions.values():
             if live.state.fatal and not live.ended:
                 try:
-                    await lifecycle.end_session(live, "fatal error")
+                    await self.end_fatal(live)
                 except Exception:  # not a storage failure of the batch: the sweep ends it later
                     logger.exception("Could not end session %s after its fatal error", live.session_id)
 
@@ -450,34 +452,11 @@ _writers: dict[asyncio.AbstractEventLoop, Writer] = {}
 
 
 def get_writer() -> Writer:
-    """The writer of the running event loop (one per server process)."""
+    """The writer of the running event loop (one per server process); live/process.py starts what goes with it."""
     loop = asyncio.get_running_loop()
     writer = _writers.get(loop)
     if writer is None or writer.task.done():
         for old in [lp for lp in _writers if lp.is_closed()]:
             del _writers[old]
         writer = _writers[loop] = Writer(loop)
-        _before_shutdown(writer)
-        lifecycle.start()
     return writer
-
-
-def _before_shutdown(writer: Writer) -> None:
-    """Under daphne, store what is pending before the reactor stops, and let go of the sessions.
-
-    Whatever is still lost (a crash) was never acknowledged: the bots resend it.
-    """
-    try:
-        from twisted.internet import defer, reactor
-    except ImportError:
-        return
-    if not reactor.running:
-        return
-
-    async def stop():
-        await writer.flush()
-        await lifecycle.release()
-
-    reactor.addSystemEventTrigger(
-        "before", "shutdown", lambda: defer.Deferred.fromFuture(asyncio.ensure_future(stop()))
-    )

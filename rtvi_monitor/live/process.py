@@ -1,0 +1,58 @@
+"""The live path's background work in this server process, started in one place.
+
+`start()` runs on the event loop (daphne's, or a test's) the first time a bot
+connects, and when the server starts (`rtvi_monitor.apps`): the writer's loop,
+the session sweep, the hand-over of sessions a fatal error ended from the writer to
+the lifecycle, and, under daphne, a last flush and the release of this process's
+sessions before the reactor stops. `start_server()` adds what every server
+process runs whether or not a bot connects: the alert engine and retention's purges.
+
+The other listeners are per socket, not per process: a browser's watch joins its
+group through the channel layer (live/relay.py), and the control inbox listens while
+a bot is connected here (live/control.py).
+"""
+
+import asyncio
+
+from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live.writer import Writer, get_writer
+
+
+def start() -> Writer:
+    """The running loop's writer, with the sweep and the fatal ends beside it (idempotent)."""
+    writer = get_writer()
+    if writer.end_fatal is None:  # a new writer (a new loop, or its task ended)
+        writer.end_fatal = lifecycle.end_fatal
+        _before_shutdown(writer)
+    lifecycle.start()
+    return writer
+
+
+def start_server() -> None:
+    """A server process starts: the live path, and the alerts and purges that run with no page or bot."""
+    from rtvi_monitor import alerts, retention
+
+    start()
+    alerts.start()
+    retention.start()
+
+
+def _before_shutdown(writer: Writer) -> None:
+    """Under daphne, store what is pending before the reactor stops, and let go of the sessions.
+
+    Whatever is still lost (a crash) was never acknowledged: the bots resend it.
+    """
+    try:
+        from twisted.internet import defer, reactor
+    except ImportError:
+        return
+    if not reactor.running:
+        return
+
+    async def stop():
+        await writer.flush()
+        await lifecycle.release()
+
+    reactor.addSystemEventTrigger(
+        "before", "shutdown", lambda: defer.Deferred.fromFuture(asyncio.ensure_future(stop()))
+    )

@@ -1,0 +1,88 @@
+"""Where a session starts: a bot's token is looked up and its session opened (or reopened) for this process.
+
+Its queries run on a thread of their own that keeps its connection
+(live/dbthread.py's CONNECT_THREAD): on Django's shared sync thread each one
+opened a connection, so a hundred bots reconnecting at once (a restart, a
+deploy) took 3 s to attach (docs/BENCHMARKS.md, issue 15); on the writer's
+thread, 500 of them held up the acks of bots already connected past a second
+(issue 22).
+"""
+
+from django.db import models
+
+from rtvi_monitor import agent_link
+from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
+from rtvi_monitor.live.registry import SERVER_ID
+from rtvi_monitor.models import IngestToken, RedactionRule, Session
+from rtvi_monitor.redaction import Redactor
+
+
+def _find_credential(token: str) -> IngestToken | None:
+    credential = IngestToken.objects.find(token)
+    if credential is not None:
+        credential.touch()
+    return credential
+
+
+async def find_credential(token: str) -> IngestToken | None:
+    """The ingest token's record (None: unknown or revoked), its last use noted."""
+    return await in_db_thread(_find_credential, token, executor=CONNECT_THREAD)
+
+
+def open_for_bot(organization, session_id: str, link, holder: str) -> tuple[Session, str]:
+    """The session of a bot that connected (to the server process `holder`).
+
+    A new id starts a session; a bot back within the grace continues its
+    own; a bot back after its session ended reopens it. `link` is the
+    agent the bot named (rtvi_monitor.agent_link.AgentLink) or None.
+    Returns the session and what happened: "started" (new or reopened),
+    "back", or "".
+    """
+    agent_fields = (
+        {"agent": link.agent, "agent_key": link.key, "agent_name": link.name, "deployment_id": link.deployment_id}
+        if link
+        else {}
+    )
+    session, created = Session.objects.get_or_create(
+        organization=organization, session_id=session_id, defaults=agent_fields
+    )
+    reopened = session.status == Session.Status.ENDED
+    back = not reopened and session.bot_left_at is not None
+    # Whatever happened since it was read (a sweep may have ended it just now), its bot is here: live.
+    updates = {
+        "ingest_epoch": models.F("ingest_epoch") + 1,
+        "holder": holder,
+        "bot_left_at": None,
+        "status": Session.Status.LIVE,
+        "ended_at": None,
+        "end_reason": "",
+        "end_kind": "",
+        "state": None,
+    }
+    if link:
+        updates.update(agent_fields)
+    Session.objects.filter(pk=session.pk).update(**updates)
+    session = Session.objects.select_related("agent").get(pk=session.pk)
+    return session, "started" if created or reopened else "back" if back else ""
+
+
+async def open_ingest(
+    credential: IngestToken, session_id: str, agent: str | None
+) -> tuple[Session, str, str, Redactor]:
+    """Open (or reopen) the session for this bot, held by this process.
+
+    Returns (session, event, warning, redactor): `event` is "started" for a new
+    session and one reopened after it had ended, "back" when its bot returns
+    within the grace, else ""; `warning` what is wrong with the agent it named;
+    `redactor` what is removed from this bot's messages before they are stored
+    (the organization's rules as they are now).
+    """
+    organization = credential.organization
+    link, warning = await agent_link.resolve(organization, agent)
+
+    def open_session():
+        session, event = open_for_bot(organization, session_id, link, SERVER_ID)
+        return session, event, RedactionRule.redactor_for(organization.pk)
+
+    session, event, redactor = await in_db_thread(open_session, executor=CONNECT_THREAD)
+    return session, event, warning, redactor

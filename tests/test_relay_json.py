@@ -1,0 +1,56 @@
+"""A stored batch's relay splices each message's stored JSON into the frame (Row.as_event_json): whatever a bot
+sends, a browser parses the same event it would from encoding the row afresh (Row.as_event), and the batch is
+strict JSON. Proved with Hypothesis on the live path's own objects, no socket."""
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtvi_monitor.live.relay import batch_message
+from rtvi_monitor.live.session import LiveSession
+from rtvi_monitor.redaction import DEFAULT, NONE
+from rtvi_monitor.state import SessionState
+
+
+class Replier:
+    async def reply(self, payloads):
+        pass
+
+
+leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4))
+types = st.sampled_from(["bot-llm-text", "user-transcription", "metrics", "server-message", "error", "no-such-type"])
+frames = st.one_of(
+    st.builds(
+        lambda t, d, seq: {"seq": seq, "message": {"label": "rtvi-ai", "type": t, "data": d}},
+        types,
+        values,
+        st.integers(1, 2**53),
+    ),
+    st.builds(lambda t, d: {"label": "rtvi-ai", "type": t, "data": d}, types, values),
+    values,  # anything at all, as parsed JSON
+    st.text(),  # not JSON: the raw text
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(frames, min_size=1, max_size=6), st.booleans())
+def test_a_relayed_batch_carries_every_event_as_encoding_it_afresh_would(sent, redacting):
+    live = LiveSession(pk=1, organization_id=1, session_id="s", state=SessionState())
+    rows = []
+    for frame in sent:
+        row, _ = live.accept(frame, 1_764_000_000.0, Replier(), "", DEFAULT if redacting else NONE)
+        if row is not None:
+            rows.append(row)
+    for row in rows:
+        assert json.loads(row.as_event_json()) == json.loads(json.dumps(row.as_event(), allow_nan=False))
+        live.fold(row)
+    relay = batch_message(live, [row.as_event_json() for row in rows], 0)
+    batch = json.loads(relay["text"], parse_constant=_refuse)  # strict: no NaN or Infinity anywhere
+    assert [event["seq"] for event in batch["events"]] == [row.seq for row in rows]
+    assert batch["from"] == 0 and batch["to"] == live.state.version == relay["to"]
+
+
+def _refuse(name):
+    raise ValueError(f"{name} is not JSON")
