@@ -69,7 +69,12 @@ async def test_a_recorded_calls_audio_is_measured_beside_its_messages_everywhere
     assert began < origin + 0.1
 
     def check():
-        recording = SessionAudio.objects.get(session__session_id="heard-call")
+        # The session is marked ended, then its recording compared (audio.settle_ended, just after the commit).
+        for _ in range(200):
+            recording = SessionAudio.objects.get(session__session_id="heard-call")
+            if recording.comparison:
+                break
+            time.sleep(0.05)
         (row,) = recording.comparison
         assert row["reported_seconds"] == pytest.approx(reported_start - stopped, abs=0.03)
         assert row["audio_seconds"] == pytest.approx(audio_start - stopped, abs=0.08)
