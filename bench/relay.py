@@ -111,9 +111,10 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proc_peak_mb(pid: int) -> float:
+def proc_peak_mb(pid: int, size: str = "VmHWM") -> float:
+    """Peak memory (VmHWM), or another size /proc/<pid>/status gives (VmRSS: now), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{size}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -202,7 +203,7 @@ class DashboardTarget(Target):
             self.token = first.issue("create_ingest_token", "Bench")
             self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
         self.name = ("baseline" if self.code else "dashboard") + (f" x{processes}" if processes > 1 else "")
-        self.db = first.env["SQLITE_PATH"] if not os.getenv("DATABASE_URL") else None
+        self.db = first.env["SQLITE_PATH"] if not first.env.get("DATABASE_URL") else None
 
     @contextlib.contextmanager
     def code_root(self):
@@ -266,42 +267,62 @@ def acknowledged(raw: str) -> int:
     return sum(last - first + 1 for first, last in json.loads(raw)["acks"])
 
 
-async def generate(
-    info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent, unpaced
-) -> dict:
-    """One load-generator process: some of the bots, and their sessions' browsers."""
-    urls, token, cookie, dashboard = info["urls"], info["token"], info["cookie"], info["dashboard"]
-    query = "?acks=ranges" if dashboard and info["acks"] == "ranges" else ""
-    clients = {}  # --client: each bot's DashboardClient, made at its hello
-    per_bot = int(rate * seconds)
-    viewer_stats: list[Viewer] = []
-    done = asyncio.Event()
+def whole(frame: dict, pieces: list[str]) -> dict | None:
+    """A browser's frame; None while it comes in {"type": "part"} pieces (too big for one message), as the page joins them."""
+    if frame.get("type") != "part":
+        return frame
+    pieces.append(frame["data"])
+    if not frame["last"]:
+        return None
+    joined = json.loads("".join(pieces))
+    pieces.clear()
+    return joined
 
-    async def view(url: str, session_id: str, stats: Viewer, ready: asyncio.Event):
-        headers = {"Cookie": cookie} if cookie else {}
+
+HELLO = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}
+
+
+class Load:
+    """One load-generator process's bots and browsers: generate() runs them; bench/scale.py too, in phases."""
+
+    open_timeout = 10  # seconds a browser waits for its socket to open (websockets' default)
+
+    def __init__(self, info: dict, rate: float, seconds: float, unpaced: bool):
+        self.info, self.urls, self.token, self.cookie = info, info["urls"], info["token"], info["cookie"]
+        self.dashboard, self.rate, self.unpaced = info["dashboard"], rate, unpaced
+        self.query = "?acks=ranges" if self.dashboard and info["acks"] == "ranges" else ""
+        self.clients = {}  # --client: each bot's DashboardClient, made at its hello
+        self.per_bot = int(rate * seconds)
+        self.sockets = {}  # each bot's connection, open (and, on the dashboard, its session open) before the clock starts
+        self.attach_ms: list[float] = []
+        self.go = asyncio.Event()
+        self.done = asyncio.Event()
+
+    async def view(self, url: str, session_id: str, stats: Viewer, ready: asyncio.Event):
+        headers = {"Cookie": self.cookie} if self.cookie else {}
         origin = url.replace("ws", "http", 1)
         acked = [0, time.time()]  # events counted and time at the last ack
         pieces: list[str] = []  # a frame that came as {"type": "part"} messages, so far
         async with websockets.connect(
-            f"{url}/ws/sessions/{session_id}/", additional_headers=headers, origin=origin, max_queue=None
+            f"{url}/ws/sessions/{session_id}/",
+            additional_headers=headers,
+            origin=origin,
+            max_queue=None,
+            open_timeout=self.open_timeout,
         ) as socket:
-            if not dashboard:
+            if not self.dashboard:
                 ready.set()  # the relays send nothing until a bot does
             while True:
                 try:
                     raw = await asyncio.wait_for(socket.recv(), 1)
                 except TimeoutError:
-                    if done.is_set():
+                    if self.done.is_set():
                         return
                     continue
                 now = time.time()
-                frame = json.loads(raw)
-                if frame.get("type") == "part":  # a frame too big for one message, in pieces: as the page joins them
-                    pieces.append(frame["data"])
-                    if not frame["last"]:
-                        continue
-                    frame = json.loads("".join(pieces))
-                    pieces.clear()
+                frame = whole(json.loads(raw), pieces)
+                if frame is None:
+                    continue
                 if frame.get("type") == "snapshot":
                     stats.seqs.extend(e["seq"] for e in frame["events"])  # what it had missed: no latency
                     ready.set()  # a page watches once it has its snapshot; the clock starts when all do
@@ -326,44 +347,59 @@ async def generate(
                     stats.seqs.append(frame["seq"])
                     stats.last_at = now
 
-    go = asyncio.Event()
+    async def watch(self, pages: list[tuple[str, str]]) -> tuple[list[Viewer], list[asyncio.Task]]:
+        """A browser on each (url, session id); returns once every one watches (has its snapshot)."""
+        viewer_stats, readies, tasks = [], [], []
+        for url, session_id in pages:
+            stats = Viewer()
+            viewer_stats.append(stats)
+            ready = asyncio.Event()
+            readies.append(ready)
+            tasks.append(asyncio.create_task(self.view(url, session_id, stats, ready)))
+        for ready, task in zip(readies, tasks, strict=True):
+            waiting = asyncio.ensure_future(ready.wait())
+            await asyncio.wait([waiting, task], return_when=asyncio.FIRST_COMPLETED)
+            if not ready.is_set():
+                waiting.cancel()
+                task.result()  # a browser that could not watch: its error, not a wait for ever
+        return viewer_stats, tasks
 
-    async def client_bot(index: int, session_id: str):
+    async def client_bot(self, index: int, session_id: str):
         """The bot package's client: send() at the rate, its batching and acks as a real bot has them."""
-        client = clients[session_id]
-        await go.wait()
-        await asyncio.sleep(random.random() / rate)
+        client = self.clients[session_id]
+        await self.go.wait()
+        await asyncio.sleep(random.random() / self.rate)
         start = time.monotonic()
-        for seq in range(2, per_bot + 2):
-            delay = start + (seq - 2) / rate - time.monotonic()
+        for seq in range(2, self.per_bot + 2):
+            delay = start + (seq - 2) / self.rate - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             client.send(message(seq + index))
         return client
 
-    async def bot(index: int, session_id: str):
-        if session_id in clients:
-            return await client_bot(index, session_id)
-        async with sockets[session_id] as socket:
+    async def bot(self, index: int, session_id: str):
+        if session_id in self.clients:
+            return await self.client_bot(index, session_id)
+        async with self.sockets[session_id] as socket:
             acked = [0]  # messages acknowledged (by the dashboard; the relays send nothing)
             window = asyncio.Event()
 
             async def drain():
                 async for raw in socket:
-                    acked[0] += acknowledged(raw) if dashboard else 1
+                    acked[0] += acknowledged(raw) if self.dashboard else 1
                     window.set()
 
             drainer = asyncio.create_task(drain())
-            await go.wait()
-            if not unpaced:
-                await asyncio.sleep(random.random() / rate)  # spread the bots over one interval
+            await self.go.wait()
+            if not self.unpaced:
+                await asyncio.sleep(random.random() / self.rate)  # spread the bots over one interval
             start = time.monotonic()
-            for seq in range(2, per_bot + 2):  # seq 1 is the hello
-                delay = start + (seq - 2) / rate - time.monotonic()
-                if unpaced:
+            for seq in range(2, self.per_bot + 2):  # seq 1 is the hello
+                delay = start + (seq - 2) / self.rate - time.monotonic()
+                if self.unpaced:
                     # As fast as it can, with at most WINDOW unacknowledged (as the bot client keeps its
                     # buffer): a server that stores before it acks is not flooded past what it can store.
-                    while dashboard and seq - 2 - acked[0] >= WINDOW:
+                    while self.dashboard and seq - 2 - acked[0] >= WINDOW:
                         window.clear()
                         await window.wait()
                     if seq % 50 == 0:
@@ -374,71 +410,56 @@ async def generate(
                 await socket.send(json.dumps(frame))
             return drainer, socket
 
-    hello_message = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "2.1.0"}}
-    sockets = {}  # each bot's connection, open (and, on the dashboard, its session open) before the clock starts
-    attach_ms: list[float] = []
-
-    async def attach(i: int, session_id: str):
+    async def attach(self, i: int, session_id: str):
         """A bot connects; on the dashboard it says hello (seq 1) and waits for the ack: its session is open."""
-        url = urls[i % len(urls)]
+        url = self.urls[i % len(self.urls)]
         begun = time.monotonic()
-        if info["client"]:
+        if self.info["client"]:
             # The bot package's client, whose first message (seq 1) is the hello.
             from rtvi_dashboard import DashboardClient
 
-            client = clients[session_id] = DashboardClient(url, token, session_id)
+            client = self.clients[session_id] = DashboardClient(url, self.token, session_id)
             client.start()
-            client.send(hello_message)
+            client.send(HELLO)
             assert await client.flush(60), f"{session_id}: the hello was not acknowledged"
         else:
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
-            socket = sockets[session_id] = await websockets.connect(
-                f"{url}/ws/ingest/{session_id}/{query}", additional_headers=headers, max_queue=None, open_timeout=60
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            socket = self.sockets[session_id] = await websockets.connect(
+                f"{url}/ws/ingest/{session_id}/{self.query}",
+                additional_headers=headers,
+                max_queue=None,
+                open_timeout=60,
             )
-            if dashboard:  # a browser may watch only a session that exists
-                hello = {"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": hello_message}
+            if self.dashboard:  # a browser may watch only a session that exists
+                hello = {"seq": 1, "direction": "to-client", "sent_at": time.time(), "message": HELLO}
                 await socket.send(json.dumps(hello))
                 await socket.recv()
-        attach_ms.append((time.monotonic() - begun) * 1000)
+        self.attach_ms.append((time.monotonic() - begun) * 1000)
 
-    # Every bot at once, as after a restart or a deploy; timed, then the paced run starts from attached bots.
-    await asyncio.gather(*(attach(i, f"bench-{tag}-{i}") for i in indices))
-    readies, tasks = [], []
-    for i in indices:
-        session_id = f"bench-{tag}-{i}"
-        for v in range(viewers):
-            stats = Viewer()
-            viewer_stats.append(stats)
-            ready = asyncio.Event()
-            readies.append(ready)
-            # Browsers of one session on every process, round robin: scale-out must deliver across them.
-            tasks.append(asyncio.create_task(view(urls[(i + v) % len(urls)], session_id, stats, ready)))
-    await asyncio.gather(*(r.wait() for r in readies))
-    bot_tasks = [asyncio.create_task(bot(i, f"bench-{tag}-{i}")) for i in indices]
-    await asyncio.to_thread(started.wait)
-    cpu_start = time.process_time()
-    go_at = time.time()
-    go.set()
-    finished = await asyncio.gather(*bot_tasks)
-    load_cpu = time.process_time() - cpu_start
-    await asyncio.to_thread(sent.wait)
-    # Let the last relays arrive: until every viewer has everything, or nothing came for 3 s.
-    expected_each = per_bot
-    while True:
-        before = sum(len(v.seqs) for v in viewer_stats)
-        if all(len(v.seqs) >= expected_each for v in viewer_stats):
-            break
-        await asyncio.sleep(3)
-        if sum(len(v.seqs) for v in viewer_stats) == before:
-            break
-    done.set()
-    await asyncio.gather(*tasks)
-    for result in finished:
-        if isinstance(result, tuple):
-            result[0].cancel()  # the drainer
-        else:
-            await result.close()  # a DashboardClient: everything was relayed, so acked
+    async def settle(self, viewer_stats: list[Viewer], patience: float = 3) -> None:
+        """Let the last relays arrive: until every viewer has everything, or nothing came for 3 s (patience); then stop them."""
+        expected_each = self.per_bot
+        while True:
+            before = sum(len(v.seqs) for v in viewer_stats)
+            if all(len(v.seqs) >= expected_each for v in viewer_stats):
+                break
+            await asyncio.sleep(patience)
+            if sum(len(v.seqs) for v in viewer_stats) == before:
+                break
+        self.done.set()
 
+    @staticmethod
+    async def finish(finished: list) -> None:
+        """The bots' ends, once everything was relayed: what bot() returned for each."""
+        for result in finished:
+            if isinstance(result, tuple):
+                result[0].cancel()  # the drainer
+            else:
+                await result.close()  # a DashboardClient: everything was relayed, so acked
+
+
+def tally(viewer_stats: list[Viewer], per_bot: int) -> dict:
+    """What the browsers received of the bots' per_bot messages each: latencies, how many, gaps, resyncs."""
     expected = set(range(2, per_bot + 2))
     gaps = 0
     for v in viewer_stats:
@@ -450,15 +471,55 @@ async def generate(
         "received": sum(len(set(v.seqs) & expected) for v in viewer_stats),
         "gaps": gaps,
         "resyncs": sum(v.resyncs for v in viewer_stats),
+    }
+
+
+async def generate(
+    info: dict, indices: list[int], rate: float, seconds: float, viewers: int, tag: str, started, sent, unpaced
+) -> dict:
+    """One load-generator process: some of the bots, and their sessions' browsers."""
+    load = Load(info, rate, seconds, unpaced)
+    urls = load.urls
+    # Every bot at once, as after a restart or a deploy; timed, then the paced run starts from attached bots.
+    await asyncio.gather(*(load.attach(i, f"bench-{tag}-{i}") for i in indices))
+    # Browsers of one session on every process, round robin: scale-out must deliver across them.
+    viewer_stats, tasks = await load.watch(
+        [(urls[(i + v) % len(urls)], f"bench-{tag}-{i}") for i in indices for v in range(viewers)]
+    )
+    bot_tasks = [asyncio.create_task(load.bot(i, f"bench-{tag}-{i}")) for i in indices]
+    await asyncio.to_thread(started.wait)
+    cpu_start = time.process_time()
+    go_at = time.time()
+    load.go.set()
+    finished = await asyncio.gather(*bot_tasks)
+    load_cpu = time.process_time() - cpu_start
+    await asyncio.to_thread(sent.wait)
+    await load.settle(viewer_stats)
+    await asyncio.gather(*tasks)
+    await load.finish(finished)
+    return {
+        **tally(viewer_stats, load.per_bot),
         "load_cpu": load_cpu,
         "go_at": go_at,
-        "attach_ms": attach_ms,
+        "attach_ms": load.attach_ms,
         "last_at": max((v.last_at for v in viewer_stats), default=go_at),
     }
 
 
 def _generator_process(args) -> dict:
     return asyncio.run(generate(*args))
+
+
+def load_info(target: Target, acks: str = "ranges", client: bool = False) -> dict:
+    """What a load-generator process needs of the target (picklable)."""
+    return {
+        "urls": target.ws_urls(),
+        "token": target.token,
+        "cookie": target.cookie,
+        "dashboard": isinstance(target, DashboardTarget),
+        "acks": acks,
+        "client": client and isinstance(target, DashboardTarget),
+    }
 
 
 def run_load(
@@ -478,14 +539,7 @@ def run_load(
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     started, sent = manager.Barrier(generators + 1), manager.Barrier(generators + 1)
-    info = {
-        "urls": target.ws_urls(),
-        "token": target.token,
-        "cookie": target.cookie,
-        "dashboard": isinstance(target, DashboardTarget),
-        "acks": acks,
-        "client": client and isinstance(target, DashboardTarget),
-    }
+    info = load_info(target, acks, client)
     shares = [list(range(g, bots, generators)) for g in range(generators)]
     with context.Pool(generators) as pool:
         pending = pool.map_async(
@@ -558,6 +612,13 @@ HEADER = (
 )
 
 
+def machine() -> str:
+    return (
+        f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"REDIS_URL={'set' if os.getenv('REDIS_URL') else 'unset'}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bots", type=int, default=100)
@@ -589,10 +650,7 @@ def main() -> None:
         parser.error("--client is paced (a real bot sends as things happen)")
 
     rates = [float(r) for r in args.sweep.split(",")] if args.sweep else [args.rate]
-    print(
-        f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"REDIS_URL={'set' if os.getenv('REDIS_URL') else 'unset'}, DATABASE_URL={'set' if os.getenv('DATABASE_URL') else 'unset'}"
-    )
+    print(machine())
     print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
     print(HEADER)
     kinds = {"all": ["dashboard", "bare", "plain"], "both": ["dashboard", "bare"]}.get(args.target, [args.target])
