@@ -223,7 +223,7 @@ class Event(models.Model):
     (rtvi_monitor/live/registry.py; docs/PROTOCOL.md).
     """
 
-    # Rows are written by rtvi_monitor.writer with one executemany per batch
+    # Rows are written by rtvi_monitor.live.writer with one multi-row INSERT per batch
     # (the ORM costs ~0.45 ms a row); keep the column list there in step.
     # No index of its own: the unique (session, seq) index leads with the session and serves every
     # lookup by session. A second one cost each insert and, on SQLite, the planner chose it over

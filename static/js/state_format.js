@@ -88,7 +88,7 @@ function who(item) {
   return item.interrupted ? "bot (interrupted)" : "bot";
 }
 
-// A call's status is the server's (state.py's call_failure says when one failed); a failed call
+// A call's status is the server's (reducer/calls.py's call_failure says when one failed); a failed call
 // reads as its error, not as a result: "failed after 3.0 s: timed out".
 function functionCallText(call) {
   const failed = call.status === "failed";
