@@ -5,7 +5,9 @@ For each target server, in the same run and with the same load generator:
   batched storage in SQLite (or DATABASE_URL), relay after storage, acks;
 - `bare`: bench/bare_relay.py, a stock Channels relay (one group_send per
   message, no storage);
-- `plain`: bench/plain_relay.py, a plain `websockets` relay (the floor).
+- `plain`: bench/plain_relay.py, a plain `websockets` relay (the floor);
+- `daphne`: bench/daphne_relay.py, the same relay as a bare ASGI app under
+  daphne (the server's own floor: twisted and autobahn, no Django, no Channels).
 
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
@@ -175,6 +177,20 @@ class PlainTarget(BareTarget):
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1)
+
+
+class DaphneTarget(BareTarget):
+    name = "daphne"
+
+    def __init__(self):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-p", str(self.port), "bench.daphne_relay:application"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(2)
 
 
 class DashboardTarget(Target):
@@ -626,7 +642,9 @@ def main() -> None:
     parser.add_argument("--sweep", default="", help="comma-separated per-bot rates to try in turn")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--viewers", type=int, default=2)
-    parser.add_argument("--target", choices=["all", "both", "dashboard", "bare", "plain"], default="all")
+    parser.add_argument(
+        "--target", choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne"], default="all"
+    )
     parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
     parser.add_argument("--generators", type=int, default=2, help="load generator processes")
@@ -653,7 +671,11 @@ def main() -> None:
     print(machine())
     print(f"{args.bots} bots, {args.viewers} browsers per session, {args.seconds:g} s per run")
     print(HEADER)
-    kinds = {"all": ["dashboard", "bare", "plain"], "both": ["dashboard", "bare"]}.get(args.target, [args.target])
+    kinds = {
+        "all": ["dashboard", "bare", "plain"],
+        "both": ["dashboard", "bare"],
+        "floors": ["dashboard", "daphne", "plain"],
+    }.get(args.target, [args.target])
     if args.baseline:
         kinds.insert(0, "baseline")
     targets = {
@@ -661,6 +683,7 @@ def main() -> None:
         "baseline": lambda: DashboardTarget(args.processes, code=args.baseline, extra_env=baseline_env),
         "bare": BareTarget,
         "plain": PlainTarget,
+        "daphne": DaphneTarget,
     }
     results: dict[float, dict[str, dict]] = {}
     for kind in kinds:
@@ -700,7 +723,11 @@ def ratios(by_kind: dict[str, dict]) -> list[str]:
         if mine is None:
             continue
         parts = []
-        for relay, label in (("plain", "plain websockets relay"), ("bare", "stock Channels relay")):
+        for relay, label in (
+            ("plain", "plain websockets relay"),
+            ("daphne", "bare ASGI relay under daphne"),
+            ("bare", "stock Channels relay"),
+        ):
             if relay in by_kind:
                 share = mine["delivered_per_s"] / by_kind[relay]["delivered_per_s"]
                 parts.append(f"{share:.0%} of the {label}'s throughput")

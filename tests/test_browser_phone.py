@@ -185,8 +185,11 @@ def test_every_page_answers_is_anything_wrong_on_a_phone(browser, phone_data):
         page.goto(f"{server.url}/")
         alerts = page.locator("[data-testid=firing-alerts]")
         alerts.wait_for()
-        tiles = page.locator(".tiles").bounding_box()
-        box = alerts.bounding_box()
+        for _ in range(50):  # the panel may be mid-refresh (overview.js puts a fresh copy in place)
+            tiles, box = page.locator(".tiles").bounding_box(), alerts.bounding_box()
+            if tiles and box:
+                break
+            page.wait_for_timeout(100)
         assert box["y"] + 40 < HEIGHT and box["y"] < tiles["y"], (box, tiles)
         # Its session by the UUID's first 8 characters, the whole id on hover and in the link.
         link = alerts.locator(f"a[title='{FATAL}']").first
