@@ -143,11 +143,12 @@ class Target:
 
 class BareTarget(Target):
     name = "bare"
+    app = "bench.bare_relay:application"  # the ASGI app daphne serves
 
     def __init__(self):
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-p", str(self.port), "bench.bare_relay:application"],
+            [sys.executable, "-m", "daphne", "-p", str(self.port), self.app],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -181,16 +182,7 @@ class PlainTarget(BareTarget):
 
 class DaphneTarget(BareTarget):
     name = "daphne"
-
-    def __init__(self):
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-p", str(self.port), "bench.daphne_relay:application"],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(2)
+    app = "bench.daphne_relay:application"
 
 
 class DashboardTarget(Target):
