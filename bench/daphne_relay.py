@@ -6,12 +6,19 @@ No Django, no Channels, no validation, storage, auth or acks: a bot's frames on
 the part of the dashboard's cost that no change to its own code can take away:
 
     .venv/bin/python -m daphne -p 8102 bench.daphne_relay:application
+
+`acking` is the same relay that also answers each bot frame with {"ack": seq}
+(the frame parsed as JSON for its seq, as any server that acks must): the
+three frames a message costs a bot without ranged acks (in, its ack, its
+relay), measured rather than estimated (bench/relay.py --target floors).
 """
+
+import json
 
 viewers: dict[str, set] = {}
 
 
-async def application(scope, receive, send):
+async def application(scope, receive, send, acks: bool = False):
     if scope["type"] != "websocket":
         return
     parts = scope["path"].strip("/").split("/")
@@ -33,5 +40,14 @@ async def application(scope, receive, send):
                 frame = {"type": "websocket.send", "text": message.get("text"), "bytes": message.get("bytes")}
                 for viewer in list(watching):
                     await viewer(frame)
+                # The ack after the relay, as the dashboard: a bot closed after its last frame still has it relayed.
+                if acks:
+                    seq = json.loads(message.get("text") or message.get("bytes"))["seq"]
+                    await send({"type": "websocket.send", "text": json.dumps({"ack": seq})})
     finally:
         watching.discard(send)
+
+
+async def acking(scope, receive, send):
+    """The relay that also acknowledges each bot frame, one {"ack": seq} frame each."""
+    await application(scope, receive, send, acks=True)

@@ -7,7 +7,9 @@ For each target server, in the same run and with the same load generator:
   message, no storage);
 - `plain`: bench/plain_relay.py, a plain `websockets` relay (the floor);
 - `daphne`: bench/daphne_relay.py, the same relay as a bare ASGI app under
-  daphne (the server's own floor: twisted and autobahn, no Django, no Channels).
+  daphne (the server's own floor: twisted and autobahn, no Django, no Channels);
+- `daphne+acks`: that relay acking each bot frame ({"ack": seq}): the floor for
+  bots without ranged acks, whose every message is three frames.
 
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
@@ -183,6 +185,11 @@ class PlainTarget(BareTarget):
 class DaphneTarget(BareTarget):
     name = "daphne"
     app = "bench.daphne_relay:application"
+
+
+class DaphneAcksTarget(BareTarget):
+    name = "daphne+acks"
+    app = "bench.daphne_relay:acking"
 
 
 class DashboardTarget(Target):
@@ -635,7 +642,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--viewers", type=int, default=2)
     parser.add_argument(
-        "--target", choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne"], default="all"
+        "--target",
+        choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne", "daphne+acks"],
+        default="all",
     )
     parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
@@ -666,7 +675,7 @@ def main() -> None:
     kinds = {
         "all": ["dashboard", "bare", "plain"],
         "both": ["dashboard", "bare"],
-        "floors": ["dashboard", "daphne", "plain"],
+        "floors": ["dashboard", "daphne", "daphne+acks", "plain"],
     }.get(args.target, [args.target])
     if args.baseline:
         kinds.insert(0, "baseline")
@@ -676,6 +685,7 @@ def main() -> None:
         "bare": BareTarget,
         "plain": PlainTarget,
         "daphne": DaphneTarget,
+        "daphne+acks": DaphneAcksTarget,
     }
     results: dict[float, dict[str, dict]] = {}
     for kind in kinds:
@@ -718,6 +728,7 @@ def ratios(by_kind: dict[str, dict]) -> list[str]:
         for relay, label in (
             ("plain", "plain websockets relay"),
             ("daphne", "bare ASGI relay under daphne"),
+            ("daphne+acks", "bare ASGI relay under daphne acking each message"),
             ("bare", "stock Channels relay"),
         ):
             if relay in by_kind:

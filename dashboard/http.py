@@ -17,6 +17,7 @@ from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any
 
+import orjson
 from django.http import JsonResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -40,6 +41,16 @@ def strict_dumps(value: Any, **kwargs) -> str:
         return json.dumps(value, allow_nan=False, **kwargs)
     except ValueError:  # rare: only then walk the value
         return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def compact_dumps(value: Any) -> str:
+    """strict_dumps, compact, for the live path's frames: orjson writes them (a batch's patch in a tenth of json's
+    time), and NaN and Infinity as null as strict_dumps does. What orjson refuses (an integer past 64 bits, a key
+    that is not a string) goes through json, which writes it as ever."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return strict_dumps(value, separators=(",", ":"))
 
 
 class StrictJsonResponse(JsonResponse):

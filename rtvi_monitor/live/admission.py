@@ -12,12 +12,12 @@
 Plain Python on the connection's numbers (rtvi_monitor/consumers.py holds one per bot socket).
 """
 
-import json
 import time
 
 from django.conf import settings
 from rtvi_dashboard.wire import ack_ranges
 
+from dashboard.http import compact_dumps
 from rtvi_monitor import protocol
 from rtvi_monitor.live.registry import registry
 
@@ -133,15 +133,15 @@ class Admission:
         server's time (docs/BENCHMARKS.md, issue 15).
         """
         if not self.ranged_acks:
-            return [json.dumps(payload) for payload in payloads]
+            return [compact_dumps(payload) for payload in payloads]
         texts, acked = [], []
         for payload in payloads:
             if len(payload) == 1 and "ack" in payload:
                 acked.append(payload["ack"])
             else:
-                texts.append(json.dumps(payload))
+                texts.append(compact_dumps(payload))
         if acked:
-            texts.append(json.dumps({"acks": ack_ranges(acked)}, separators=(",", ":")))
+            texts.append(compact_dumps({"acks": ack_ranges(acked)}))
         return texts
 
 

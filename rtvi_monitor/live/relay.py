@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from dashboard.http import strict_dumps
+from dashboard.http import compact_dumps
 from rtvi_monitor.models import Session
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ async def relay(group: str, message: dict) -> None:
 
 def to_json(value: Any) -> str:
     """Strict JSON for a browser, compact: no NaN or Infinity ever (they become null)."""
-    return strict_dumps(value, separators=(",", ":"))
+    return compact_dumps(value)
 
 
 def batch_message(live: "LiveSession", events: list[str], version_from: int) -> dict:
