@@ -40,7 +40,7 @@ run: $(VENV)/.installed
 	@echo
 	@$(BIN)/python manage.py demo_bot --record-audio --token "$$(sed -n 's/^Ingest token: //p' var/seed.out)" > var/demo-bot.log 2>&1 & bot=$$!; \
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/daphne -b $(HOST) -p $(PORT) dashboard.asgi:application
+	$(BIN)/daphne -b $(HOST) -p $(PORT) --websocket_connect_timeout 30 dashboard.asgi:application
 
 test: $(VENV)/.installed node_modules/.installed sdk-test
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

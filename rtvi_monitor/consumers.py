@@ -16,6 +16,7 @@ import re
 import time
 from urllib.parse import parse_qs
 
+from autobahn.exception import Disconnected
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
@@ -69,11 +70,21 @@ class LeanDispatchMixin:
       instead of a new task and an `asyncio.wait` per frame
       (`channels.utils.await_many_dispatch`), and has no channel to make (with
       Redis, a subscription per socket) (docs/BENCHMARKS.md, issue 15).
+    - A frame sent as the other end leaves is dropped, not raised: daphne (autobahn) raises
+      `Disconnected` for a socket already closing whose disconnect has not reached the consumer
+      yet (a browser that left while its snapshot was being made), and the consumer's
+      `disconnect` follows anyway. It was logged as a crash of the application.
     """
 
     async def __call__(self, scope, receive, send):
+        async def send_while_open(message):
+            try:
+                await send(message)
+            except Disconnected:
+                logger.debug("A %s frame to a socket already closing was dropped", message.get("type"))
+
         self.scope = scope
-        self.base_send = send
+        self.base_send = send_while_open
         self.channel_layer = None
         try:
             while True:

@@ -83,7 +83,8 @@ class DaphneServer:
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                "--access-log", str(self.access_log), "dashboard.asgi:application",
+                "--access-log", str(self.access_log), "--websocket_connect_timeout", "30",
+                "dashboard.asgi:application",
             ],
             cwd=ROOT, env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
         )  # fmt: skip

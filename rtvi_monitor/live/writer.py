@@ -4,8 +4,8 @@ Rows from every bot connection of the process wait in `Writer.pending`; one
 INSERT stores them, with the due session summaries, in one transaction: as soon
 as the previous write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed
 cadence (INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded
-into their sessions' states, the bots get their acks ("ack" means stored),
-and each session's browsers get one batch (live/relay.py). A session a fatal
+into their sessions' states, each session's browsers get one batch
+(live/relay.py), and the bots get their acks ("ack" means stored). A session a fatal
 error ended is handed to `end_fatal` (the lifecycle's, set by live/process.py).
 
 A row the database refuses for its data is stored alone, escaped, as an
@@ -230,17 +230,21 @@ class Writer:
     def _mark_due(self, live: "LiveSession") -> None:
         self.due[live.pk] = live
 
-    def _due_summaries(self) -> dict[int, "LiveSession"]:
-        """Sessions whose row is due an update (at most SUMMARIES_PER_FLUSH), their fields computed now."""
-        now = time.monotonic()
+    def _due_summaries(self, now: float | None = None) -> dict[int, "LiveSession"]:
+        """Sessions whose row is due an update, their fields computed now.
+
+        Sessions that started together would otherwise all be summarised in the same flush, every
+        interval: a flush takes at most SUMMARIES_PER_FLUSH of those due, to spread them, but every
+        session whose row is two intervals old, however many: when flushes come slowly (1,000 bots),
+        10 a flush left the sessions list minutes behind.
+        """
+        now = time.monotonic() if now is None else now
+        interval = settings.SESSION_SUMMARY_INTERVAL
         updates: dict[int, LiveSession] = {}
         for pk, live in list(self.due.items()):
-            if now - live.last_summary_at < settings.SESSION_SUMMARY_INTERVAL:
+            age = now - live.last_summary_at
+            if age < interval or (len(updates) >= SUMMARIES_PER_FLUSH and age < 2 * interval):
                 continue
-            # Sessions that started together would otherwise all be
-            # summarised in the same flush, every interval: spread them.
-            if len(updates) >= SUMMARIES_PER_FLUSH:
-                break
             del self.due[pk]
             live.take_summary(now)
             updates[pk] = live
@@ -413,6 +417,9 @@ class Writer:
         relays: list[tuple[str, dict]],
         changed: list[Session],
     ) -> None:
+        # The browsers first: an operator's page is what the live path is for, and a bot's ack only lets
+        # it forget what it keeps to resend (a frame per message for older bots: a flush's acks took as
+        # long to send as its relays, and every relay waited behind them).
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
             if row.holds:
@@ -420,13 +427,13 @@ class Writer:
             for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
+        for group, message in relays:
+            await relay(group, message)
         for replier, payloads in replies.items():
             try:
                 await replier.reply(payloads)
             except Exception:  # the bot went away; it resends what was not acknowledged
                 logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
-        for group, message in relays:
-            await relay(group, message)
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
 
