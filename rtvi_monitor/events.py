@@ -7,10 +7,13 @@ not JSON (`stored_form`); browsers get long messages as previews
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dashboard.http import strict_dumps
+import orjson
+
+from dashboard.http import compact_dumps
 from rtvi_monitor import protocol
 from rtvi_monitor.models import Event, storable
 from rtvi_monitor.state import Event as StateEvent
@@ -103,8 +106,8 @@ class Row:
         """`as_event()` as strict JSON. A message that is an object is spliced in as stored: `text` is its
         compact strict JSON already (stored_form), and encoding it again was most of a relay's cost."""
         if type(self.message) is not dict or len(self.text) > BROWSER_PREVIEW:
-            return strict_dumps(self.as_event(), separators=(",", ":"))
-        head = strict_dumps(self._described(), separators=(",", ":"))
+            return compact_dumps(self.as_event())
+        head = compact_dumps(self._described())
         return f'{head[:-1]},"message":{self.text}}}'
 
     def as_params(self) -> tuple:
@@ -204,11 +207,39 @@ def stored_form(checked: protocol.Validated) -> tuple[protocol.Validated, str]:
     if checked.message is None:
         return checked, storable(checked.raw)
     try:
-        return checked, json.dumps(checked.message, separators=(",", ":"), allow_nan=False)
+        return checked, _compact(checked.message)
     except ValueError:
         text = protocol.truncated(json.dumps(checked.message, separators=(",", ":")))
         error = "a number is out of range (JSON has no Infinity)"
         return protocol.Validated(None, checked.type, False, checked.known, error, text), text
+
+
+def _compact(message: Any) -> str:
+    """A parsed message as compact strict JSON; ValueError if it holds a float JSON cannot write (infinity).
+
+    orjson writes it (a fifth of json's time, the largest part of taking a message in), UTF-8 as
+    it came rather than \\u escapes; orjson writes infinity as null, so a message whose text has a
+    null is checked for one. An integer past 64 bits or a lone surrogate, which orjson refuses,
+    is written by json as before.
+    """
+    try:
+        text = orjson.dumps(message)
+    except TypeError:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False)
+    if b"null" in text and not _finite(message):
+        raise ValueError("Out of range float values are not JSON compliant")
+    return text.decode()
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere inside `value`."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
 
 
 def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) -> tuple[protocol.Validated, dict | None]:

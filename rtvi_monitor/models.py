@@ -10,6 +10,7 @@ and frozen into `Session.state` when the session ends.
 import re
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -297,13 +298,26 @@ def storable_json(value: Any) -> Any:
 
     PostgreSQL's jsonb refuses NUL and lone surrogates; SQLite takes them. The
     values walked are bounded (messages nest at most 32 levels, the state less).
+    A value with neither is returned as it is, found so by orjson (which refuses
+    lone surrogates and writes NUL as \\u0000) in a twentieth of the walk's time:
+    walking each session's final state held the event loop when many ended at once.
     """
+    if isinstance(value, dict | list):
+        try:
+            if b"\\u0000" not in orjson.dumps(value):
+                return value
+        except TypeError:  # a lone surrogate (or what orjson does not write): walked
+            pass
+    return _storable_walk(value)
+
+
+def _storable_walk(value: Any) -> Any:
     if isinstance(value, str):
         return storable(value)
     if isinstance(value, dict):
-        return {storable(k) if isinstance(k, str) else k: storable_json(v) for k, v in value.items()}
+        return {storable(k) if isinstance(k, str) else k: _storable_walk(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [storable_json(v) for v in value]
+        return [_storable_walk(v) for v in value]
     return value
 
 

@@ -75,3 +75,29 @@ def test_compact_json_is_strict_and_means_what_json_would_write(value):
 
     text = compact_dumps(value)
     assert json.loads(text, parse_constant=_no_constants) == json.loads(strict_dumps(value))
+
+
+texts = st.text() | st.sampled_from(["\ud800", "é\u2028</script>", "\x00", "null"])  # lone surrogate, raw, NUL
+stored_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(texts, stored_values, max_size=5))
+def test_the_stored_form_is_strict_json_of_the_message_or_an_invalid_record(message):
+    """orjson writes what is stored of a message (events.stored_form), json what it refuses: either way strict JSON
+    that parses to the message itself; a message holding NaN or infinity (a number too big for a float) is
+    stored as an invalid record saying so, as before."""
+    from rtvi_monitor.events import _finite, stored_form
+    from rtvi_monitor.protocol import Validated
+
+    checked, text = stored_form(Validated(message, "x", True, False, "", ""))
+    if _finite(message):
+        assert checked.valid and checked.message is message
+        assert json.loads(text, parse_constant=_no_constants) == message
+    else:
+        assert not checked.valid and checked.message is None
+        assert "out of range" in checked.error
