@@ -193,7 +193,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def reply(self, payloads: list[dict]) -> None:
         """Answer the bot (the writer calls this once per write per connection; live/admission.py says how)."""
         for text in self.admission.frames(payloads):
-            await self.send(text_data=text)
+            await self.base_send({"type": "websocket.send", "text": text})  # self.send(text_data=...), less two awaits
 
     async def disconnect(self, code):
         left_at = timezone.now()

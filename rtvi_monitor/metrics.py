@@ -109,23 +109,29 @@ BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process",
 
 def record_batch(rows, turns_before: dict) -> None:
     """Count a stored, folded batch: messages by result, errors, ttfb; turns new since `turns_before`."""
-    results = Tally()
+    results = Tally()  # by the organization's id, made its label once per batch (not a UUID's str() per row)
     for row in rows:
-        live, org = row.live, str(row.live.organization_id)
-        results[(org, "invalid" if not row.valid else "valid" if row.type in CATALOG else "unknown")] += 1
+        live = row.live
+        results[
+            (live.organization_id, "invalid" if not row.valid else "valid" if row.type in CATALOG else "unknown")
+        ] += 1
         if not row.valid or not isinstance(row.message, dict):
             continue
         data = row.message.get("data")
         if row.type == "error" and isinstance(data, dict):
-            ERRORS.labels(org, live.agent_id, "true" if data.get("fatal") is True else "false").inc()
+            ERRORS.labels(
+                str(live.organization_id), live.agent_id, "true" if data.get("fatal") is True else "false"
+            ).inc()
         elif row.type == "metrics" and isinstance(data, dict) and isinstance(data.get("ttfb"), list):
             for entry in data["ttfb"]:
                 value = entry.get("value") if isinstance(entry, dict) else None
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                     model = entry.get("model") if isinstance(entry.get("model"), str) else ""
-                    TTFB.labels(org, service_kind(entry.get("processor")), model[:100]).observe(value)
-    for (org, result), n in results.items():
-        MESSAGES.labels(org, result).inc(n)
+                    TTFB.labels(str(live.organization_id), service_kind(entry.get("processor")), model[:100]).observe(
+                        value
+                    )
+    for (organization_id, result), n in results.items():
+        MESSAGES.labels(str(organization_id), result).inc(n)
     for live, position in turns_before.values():
         turns = live.state.turns
         for turn in turns.items[max(0, position - turns.dropped) :]:
