@@ -13,7 +13,8 @@ TIME_METRICS = frozenset({"ttfb", "processing", "ttfa", "ttfat"})  # seconds on 
 
 
 class Metrics:
-    """Each kind's series (processor|model -> [at, value] points), the session's totals, and usage by model."""
+    """Each kind's series (processor|model -> (at, value) points; [at, value] in to_dict()), the session's totals,
+    and usage by model."""
 
     __slots__ = ("_llm_model", "_turns", "metrics", "totals", "usage")
 
@@ -101,4 +102,4 @@ class Metrics:
             if len(by_series) >= limits.MAX_SERIES:
                 return  # a bot naming a new processor in every message: keep the first ones
             points = by_series[series] = Tail(limits.MAX_POINTS)
-        points.append([at, value])
+        points.append((at, value))  # a tuple of numbers: the garbage collector stops tracking it
