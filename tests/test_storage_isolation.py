@@ -48,7 +48,7 @@ async def test_a_row_refused_as_sent_is_stored_escaped_as_an_invalid_record(inge
     real_insert = writer.Writer._insert.__func__
 
     def picky(cls, rows, last_event_at):
-        if any(row.valid and "\\u2603" in row.text for row in rows):
+        if any(row.valid and "\u2603" in row.text for row in rows):  # stored as sent: UTF-8, not \\u escapes
             raise IntegrityError("this database does not take snowmen")
         return real_insert(cls, rows, last_event_at)
 

@@ -1,7 +1,7 @@
 """Take the README's screenshots from the demo: the dashboard seeded as `make run` seeds it, the demo bot
 playing its scenarios into it over the public ingest socket for a few minutes.
 
-.venv/bin/python docs/screenshots/take.py [--minutes 4]
+.venv/bin/python docs/screenshots/take.py [--minutes 4] [--only session-control.png ...]
 
 Needs Debian's Chromium (/usr/bin/chromium) and Playwright (requirements-dev.txt).
 """
@@ -20,6 +20,12 @@ sys.path.insert(0, str(ROOT))
 from tests.server import DaphneServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# The screenshots of a part of a page, by the page's own.
+PARTS = {
+    "session.png": ("session-control.png",),
+    "agent.png": ("agent-turns.png",),
+    "session-detail-ended.png": ("session-turns.png", "session-transcript-playing.png", "session-audio.png"),
+}
 
 
 def first(api, **params) -> str:
@@ -34,7 +40,12 @@ def first(api, **params) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=4)
+    parser.add_argument("--only", nargs="+", default=[], metavar="NAME", help="retake only these screenshots")
     args = parser.parse_args()
+
+    def wanted(*names: str) -> bool:
+        return not args.only or any(name in args.only for name in names)
+
     with DaphneServer(env={"ALERT_EVALUATE_INTERVAL": "2"}) as server:
         username, password, key = server.seed_demo()
         bot = subprocess.Popen(
@@ -110,20 +121,25 @@ def main():
                     page.click("button[type=submit]")
                     page.wait_for_load_state()
                     for name, path in shots.items():
+                        if not wanted(name, *PARTS.get(name, ())):
+                            continue
                         page.goto(f"{server.url}{path}")
                         page.wait_for_timeout(4000)  # the sockets connect, charts and times are drawn
-                        page.screenshot(path=str(HERE / name), full_page=scheme == "light")
-                        print(name, path)
-                        if name == "session.png":  # what an operator can do on the live call
+                        if wanted(name):
+                            page.screenshot(path=str(HERE / name), full_page=scheme == "light")
+                            print(name, path)
+                        if name == "session.png" and wanted("session-control.png"):  # what an operator can do
                             page.locator("#control").screenshot(path=str(HERE / "session-control.png"))
                             print("session-control.png", path)
-                        if name == "agent.png":
+                        if name == "agent.png" and wanted("agent-turns.png"):
                             page.locator("#turn-figures").screenshot(path=str(HERE / "agent-turns.png"))
                             print("agent-turns.png", path)
-                        if name == "session-detail-ended.png":  # why each turn went wrong
+                        if name == "session-detail-ended.png" and wanted("session-turns.png"):  # why turns went wrong
                             page.locator("#turns").screenshot(path=str(HERE / "session-turns.png"))
                             print("session-turns.png", path)
-                        if name == "session-detail-ended.png":  # the call's audio, with its transcript
+                        if name == "session-detail-ended.png" and wanted(
+                            "session-transcript-playing.png", "session-audio.png"
+                        ):  # the call's audio, with its transcript
                             page.locator("#audio-card").scroll_into_view_if_needed()
                             page.locator("#transcript li.user").nth(1).click()  # plays from the caller's words
                             page.wait_for_timeout(2500)
