@@ -338,8 +338,8 @@ async def listen(socket, browser: Browser, due: asyncio.Event) -> None:
             if frame is None:
                 continue
             browser.kinds[frame.get("type")] += 1
-            if frame.get("type") == "updated":
-                browser.updated.append((now, 1))
+            if frame.get("type") == "updated":  # a write's rows in one frame ("session": one, before)
+                browser.updated.append((now, len(frame.get("sessions") or [frame.get("session")])))
 
 
 # -- The server's memory and CPU, sampled -----------------------------------------------------

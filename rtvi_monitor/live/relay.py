@@ -188,7 +188,7 @@ async def session_changed(session: Session, event: str) -> None:
 async def sessions_updated(sessions: list[Session]) -> None:
     """Sessions whose summaries the writer just stored: one relay per organization's list, whatever their number.
 
-    The list socket sends each as its own {"type": "updated"} frame, as before.
+    The list socket sends them as one {"type": "updated", "sessions": [...]} frame.
     """
     by_org: dict = {}
     for session in sessions:

@@ -132,7 +132,7 @@ function showAllLive(sessions) {
 }
 
 /**
- * The writer's figures for a session (an "updated" frame): a row read when it stored, which can be
+ * The writer's figures for a session (one of an "updated" frame's): a row read when it stored, which can be
  * older than the latest started/away/back/ended frame. Those frames alone say whether it is live and
  * where its bot is; an update refreshes the figures of a row the page shows, and adds none.
  */
@@ -150,7 +150,7 @@ function onFrame(frame) {
   if (frame.type === "live") {
     showAllLive(frame.sessions);
   } else if (frame.type === "updated") {
-    showUpdate(frame.session);
+    for (const session of frame.sessions) showUpdate(session); // one flush's rows in one frame
   } else if (["started", "away", "back", "ended"].includes(frame.type)) {
     showSession(frame.session);
   }
