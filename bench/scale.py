@@ -569,7 +569,7 @@ async def measure(target: DashboardTarget, args, tag: str) -> dict:
         "refreshes_per_min": len(within([(at, 0) for at, _, _ in refreshes], watching)) / len(browsers) / span * 60,
         "frames_per_s": len(frames) / len(browsers) / span,
         "kb_per_s": sum(frames) / 1024 / len(browsers) / span,
-        "rows_per_s": sum(len(within(b.updated, watching)) for b in browsers) / len(browsers) / span,
+        "rows_per_s": sum(sum(within(b.updated, watching)) for b in browsers) / len(browsers) / span,
         "kinds": sum((b.kinds for b in browsers), Counter()),
         "clients_cpu": clients_cpu,
         "failures": sum((b.failures for b in browsers), Counter()),
