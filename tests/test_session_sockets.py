@@ -226,6 +226,35 @@ async def test_relays_reach_a_browser_in_the_order_they_were_stored(ingest_token
     await browser.disconnect()
 
 
+async def test_a_bots_ack_waits_for_this_processs_browsers_but_not_for_the_other_processes(
+    ingest_token, staff_cookie, monkeypatch
+):
+    """A flush relays to this process's browsers, acks the bots, then publishes to the other processes (with Redis,
+    a round trip each): a publish held up holds up no ack, and the browsers here have the batch first."""
+    from rtvi_monitor.live.relay import fanout
+
+    bot = await start_bot(ingest_token)
+    browser, _, _ = await open_browser("/ws/sessions/s1/", staff_cookie)
+    page = Page()
+    page.take(await receive(browser))
+    published, release = [], asyncio.Event()
+
+    async def held_publish(group, message):
+        if message.get("type") == "session.batch":
+            published.append(message["to"])
+            await release.wait()  # Redis slow to take it
+
+    monkeypatch.setattr(fanout, "publish_elsewhere", held_publish)
+    await send(bot, wrap(1, token_message(1)))
+    assert await receive(bot) == {"ack": 1}  # while the publish is still held
+    frames = await follow(browser, page, at_version(1))
+    assert [f["type"] for f in frames] == ["batch"]
+    assert published == [1] and not release.is_set()
+    release.set()
+    await bot.disconnect()
+    await browser.disconnect()
+
+
 async def test_a_browser_that_stops_acknowledging_is_told_to_resync_and_gets_no_more(
     ingest_token, staff_cookie, settings
 ):

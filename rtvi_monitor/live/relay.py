@@ -89,6 +89,10 @@ class Fanout:
     async def publish(self, group: str, message: dict) -> None:
         """To this process's watchers of the group, then through the layer to the other processes'."""
         await self.deliver(group, message)
+        await self.publish_elsewhere(group, message)
+
+    async def publish_elsewhere(self, group: str, message: dict) -> None:
+        """Through the layer to the other processes' watchers of the group (none when this process is alone)."""
         if self.shared():
             await get_channel_layer().group_send(
                 group, {"type": "relay.remote", "origin": PROCESS, "group": group, "message": message}
@@ -155,8 +159,19 @@ async def relay(group: str, message: dict) -> None:
     other processes; the message is already stored, and a browser that sees
     the gap in versions asks for a fresh snapshot.
     """
+    await relay_here(group, message)
+    await relay_elsewhere(group, message)
+
+
+async def relay_here(group: str, message: dict) -> None:
+    """`relay`'s first half: this process's browsers (a closed one's failure is its own)."""
+    await fanout.deliver(group, message)
+
+
+async def relay_elsewhere(group: str, message: dict) -> None:
+    """`relay`'s second half: the other processes' browsers, through the channel layer (Redis)."""
     try:
-        await fanout.publish(group, message)
+        await fanout.publish_elsewhere(group, message)
     except Exception:
         logger.warning("Relay to %s failed; browsers will resync from the database", group, exc_info=True)
 

@@ -4,8 +4,9 @@ Rows from every bot connection of the process wait in `Writer.pending`; one
 INSERT stores them, with the due session summaries, in one transaction: as soon
 as the previous write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed
 cadence (INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded
-into their sessions' states, each session's browsers get one batch
-(live/relay.py), and the bots get their acks ("ack" means stored). A session a fatal
+into their sessions' states, each session's browsers here get one batch
+(live/relay.py), the bots get their acks ("ack" means stored), and the batches
+go to the other processes' browsers (a shared channel layer). A session a fatal
 error ended is handed to `end_fatal` (the lifecycle's, set by live/process.py).
 
 A row the database refuses for its data is stored alone, escaped, as an
@@ -28,7 +29,14 @@ from django.utils import timezone
 from rtvi_monitor import cost, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
-from rtvi_monitor.live.relay import batch_message, relay, session_group, sessions_updated
+from rtvi_monitor.live.relay import (
+    batch_message,
+    relay,
+    relay_elsewhere,
+    relay_here,
+    session_group,
+    sessions_updated,
+)
 from rtvi_monitor.models import Event, Session, SessionCaller
 
 if TYPE_CHECKING:
@@ -417,9 +425,10 @@ class Writer:
         relays: list[tuple[str, dict]],
         changed: list[Session],
     ) -> None:
-        # The browsers first: an operator's page is what the live path is for, and a bot's ack only lets
-        # it forget what it keeps to resend (a frame per message for older bots: a flush's acks took as
-        # long to send as its relays, and every relay waited behind them).
+        # This process's browsers first: an operator's page is what the live path is for, and a bot's ack
+        # only lets it forget what it keeps to resend (a frame per message for older bots: a flush's acks
+        # took as long to send as its relays, and every relay waited behind them). Then the acks, then the
+        # other processes' browsers (with Redis: a publish each, which the acks need not wait for).
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
             if row.holds:
@@ -428,12 +437,14 @@ class Writer:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
         for group, message in relays:
-            await relay(group, message)
+            await relay_here(group, message)
         for replier, payloads in replies.items():
             try:
                 await replier.reply(payloads)
             except Exception:  # the bot went away; it resends what was not acknowledged
                 logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
+        for group, message in relays:
+            await relay_elsewhere(group, message)
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
 
