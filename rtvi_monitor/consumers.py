@@ -54,6 +54,8 @@ SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not 
 STREAM_RULE = "stream: use 1-64 characters of A-Z a-z 0-9 _ . : -"
 
 logger = logging.getLogger(__name__)
+
+LIST_ROWS_PER_FRAME = 500  # a list row is ~0.5 KB of JSON: a frame well under daphne's 1 MiB
 _STREAM_ID = re.compile(STREAM_ID_RE)
 
 
@@ -384,7 +386,10 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
         if message["event"] == "updated":
             # One flush's summaries in one frame: with 1,000 live sessions each row comes about once a
             # second, and a frame per row was most of what a list's browser cost the server.
-            await self.send(text_data=relay.to_json({"type": "updated", "sessions": message["sessions"]}))
+            rows = message["sessions"]
+            for start in range(0, len(rows), LIST_ROWS_PER_FRAME):  # daphne sends at most 1 MiB a frame
+                chunk = rows[start : start + LIST_ROWS_PER_FRAME]
+                await self.send(text_data=relay.to_json({"type": "updated", "sessions": chunk}))
             return
         for row in message["sessions"]:
             await self.send(text_data=relay.to_json({"type": message["event"], "session": row}))

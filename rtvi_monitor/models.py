@@ -299,8 +299,8 @@ def storable_json(value: Any) -> Any:
     PostgreSQL's jsonb refuses NUL and lone surrogates; SQLite takes them. The
     values walked are bounded (messages nest at most 32 levels, the state less).
     A value with neither is returned as it is, found so by orjson (which refuses
-    lone surrogates and writes NUL as \\u0000) in a twentieth of the walk's time:
-    walking each session's final state held the event loop when many ended at once.
+    lone surrogates and writes NUL as \\u0000): walking each session's final
+    state took ~10 % of the main thread when 100 sessions ended at once.
     """
     if isinstance(value, dict | list):
         try:

@@ -91,11 +91,12 @@ def test_the_stored_form_is_strict_json_of_the_message_or_an_invalid_record(mess
     """orjson writes what is stored of a message (events.stored_form), json what it refuses: either way strict JSON
     that parses to the message itself; a message holding NaN or infinity (a number too big for a float) is
     stored as an invalid record saying so, as before."""
-    from rtvi_monitor.events import _finite, stored_form
+    from dashboard.http import all_finite
+    from rtvi_monitor.events import stored_form
     from rtvi_monitor.protocol import Validated
 
     checked, text = stored_form(Validated(message, "x", True, False, "", ""))
-    if _finite(message):
+    if all_finite(message):
         assert checked.valid and checked.message is message
         assert json.loads(text, parse_constant=_no_constants) == message
     else:

@@ -337,6 +337,15 @@ async def test_sessions_summarised_in_one_write_reach_the_list_in_one_frame(inge
     await relay.relay(relay.org_group(org_id), {"type": "session.list", "event": "updated", "sessions": rows})
     frames = await receive_until(watcher, lambda f: f["type"] == "updated" and f["sessions"][0]["event_count"] == 7)
     assert frames[-1] == {"type": "updated", "sessions": rows}
+    # A write of many more rows than one frame should carry (daphne sends at most 1 MiB): frames of at most 500.
+    many = [{"id": f"many-{n}", "event_count": 8} for n in range(1201)]
+    await relay.relay(relay.org_group(org_id), {"type": "session.list", "event": "updated", "sessions": many})
+    got = []
+    while len(got) < 3:
+        frame = await receive(watcher)
+        if frame["type"] == "updated" and frame["sessions"][0]["event_count"] == 8:
+            got.append(frame["sessions"])
+    assert [len(rows) for rows in got] == [500, 500, 201] and [row for rows in got for row in rows] == many
     await watcher.disconnect()
     for bot in bots:
         await bot.disconnect()

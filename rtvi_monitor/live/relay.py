@@ -86,11 +86,6 @@ class Fanout:
         if self.shared():
             await self._sync(group)
 
-    async def publish(self, group: str, message: dict) -> None:
-        """To this process's watchers of the group, then through the layer to the other processes'."""
-        await self.deliver(group, message)
-        await self.publish_elsewhere(group, message)
-
     async def publish_elsewhere(self, group: str, message: dict) -> None:
         """Through the layer to the other processes' watchers of the group (none when this process is alone)."""
         if self.shared():
