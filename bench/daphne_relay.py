@@ -11,6 +11,8 @@ the part of the dashboard's cost that no change to its own code can take away:
 (the frame parsed as JSON for its seq, as any server that acks must): the
 three frames a message costs a bot without ranged acks (in, its ack, its
 relay), measured rather than estimated (bench/relay.py --target floors).
+`acking_write_through` is that with the dashboard's write-through installed
+(dashboard/write_through.py): daphne as the dashboard now runs it.
 """
 
 import json
@@ -50,4 +52,12 @@ async def application(scope, receive, send, acks: bool = False):
 
 async def acking(scope, receive, send):
     """The relay that also acknowledges each bot frame, one {"ack": seq} frame each."""
+    await application(scope, receive, send, acks=True)
+
+
+async def acking_write_through(scope, receive, send):
+    """`acking` on daphne with the dashboard's write-through (dashboard/write_through.py), as the dashboard runs."""
+    from dashboard import write_through
+
+    write_through.install()  # before this connection's first write; idempotent
     await application(scope, receive, send, acks=True)
