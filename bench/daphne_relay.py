@@ -11,8 +11,9 @@ the part of the dashboard's cost that no change to its own code can take away:
 (the frame parsed as JSON for its seq, as any server that acks must): the
 three frames a message costs a bot without ranged acks (in, its ack, its
 relay), measured rather than estimated (bench/relay.py --target floors).
-`acking_write_through` is that with the dashboard's write-through installed
-(dashboard/write_through.py): daphne as the dashboard now runs it.
+`acking_tuned` is that with the dashboard's changes to daphne installed
+(dashboard/daphne_tuning.py: write-through, small frames unmasked in one step):
+daphne as the dashboard runs it.
 """
 
 import json
@@ -55,9 +56,9 @@ async def acking(scope, receive, send):
     await application(scope, receive, send, acks=True)
 
 
-async def acking_write_through(scope, receive, send):
-    """`acking` on daphne with the dashboard's write-through (dashboard/write_through.py), as the dashboard runs."""
-    from dashboard import write_through
+async def acking_tuned(scope, receive, send):
+    """`acking` on daphne as the dashboard runs it (dashboard/daphne_tuning.py)."""
+    from dashboard import daphne_tuning
 
-    write_through.install()  # before this connection's first write; idempotent
+    daphne_tuning.install()  # before this connection's first write; idempotent
     await application(scope, receive, send, acks=True)

@@ -10,8 +10,8 @@ For each target server, in the same run and with the same load generator:
   daphne (the server's own floor: twisted and autobahn, no Django, no Channels);
 - `daphne+acks`: that relay acking each bot frame ({"ack": seq}): the floor for
   bots without ranged acks, whose every message is three frames;
-- `daphne+acks+wt`: that on daphne with the dashboard's write-through
-  (dashboard/write_through.py): the floor as the dashboard runs daphne.
+- `daphne+acks+tuned`: that on daphne with the dashboard's changes to it
+  (dashboard/daphne_tuning.py): the floor as the dashboard runs daphne.
 
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
@@ -194,9 +194,9 @@ class DaphneAcksTarget(BareTarget):
     app = "bench.daphne_relay:acking"
 
 
-class DaphneAcksWriteThroughTarget(BareTarget):
-    name = "daphne+acks+wt"
-    app = "bench.daphne_relay:acking_write_through"
+class DaphneAcksTunedTarget(BareTarget):
+    name = "daphne+acks+tuned"
+    app = "bench.daphne_relay:acking_tuned"
 
 
 class DashboardTarget(Target):
@@ -650,7 +650,7 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=2)
     parser.add_argument(
         "--target",
-        choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne", "daphne+acks", "daphne+acks+wt"],
+        choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne", "daphne+acks", "daphne+acks+tuned"],
         default="all",
     )
     parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
@@ -682,7 +682,7 @@ def main() -> None:
     kinds = {
         "all": ["dashboard", "bare", "plain"],
         "both": ["dashboard", "bare"],
-        "floors": ["dashboard", "daphne", "daphne+acks", "daphne+acks+wt", "plain"],
+        "floors": ["dashboard", "daphne", "daphne+acks", "daphne+acks+tuned", "plain"],
     }.get(args.target, [args.target])
     if args.baseline:
         kinds.insert(0, "baseline")
@@ -693,7 +693,7 @@ def main() -> None:
         "plain": PlainTarget,
         "daphne": DaphneTarget,
         "daphne+acks": DaphneAcksTarget,
-        "daphne+acks+wt": DaphneAcksWriteThroughTarget,
+        "daphne+acks+tuned": DaphneAcksTunedTarget,
     }
     results: dict[float, dict[str, dict]] = {}
     for kind in kinds:
@@ -737,7 +737,7 @@ def ratios(by_kind: dict[str, dict]) -> list[str]:
             ("plain", "plain websockets relay"),
             ("daphne", "bare ASGI relay under daphne"),
             ("daphne+acks", "bare ASGI relay under daphne acking each message"),
-            ("daphne+acks+wt", "same with write-through"),
+            ("daphne+acks+tuned", "same with the dashboard's daphne tuning"),
             ("bare", "stock Channels relay"),
         ):
             if relay in by_kind:

@@ -12,11 +12,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from dashboard import write_through  # noqa: E402
+from dashboard import daphne_tuning  # noqa: E402
 from rtvi_monitor.routing import websocket_urlpatterns  # noqa: E402
 
-if settings.WRITE_THROUGH:
-    write_through.install()
+if settings.DAPHNE_TUNING:
+    daphne_tuning.install()
 
 application = ProtocolTypeRouter(
     {

@@ -186,9 +186,10 @@ STATIC_ROOT = Path(os.getenv("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # SERVE_STATIC: let the ASGI app serve /static/ itself (on with DEBUG; in
 # production the reverse proxy serves STATIC_ROOT).
 SERVE_STATIC = envbool("SERVE_STATIC", "true" if DEBUG else "false")
-# WRITE_THROUGH: daphne's connections send a frame at once when nothing is queued before it, instead
-# of at the loop's next turn (dashboard/write_through.py; set false for twisted's own queued writes).
-WRITE_THROUGH = envbool("WRITE_THROUGH", "true")
+# DAPHNE_TUNING: daphne's connections send a frame at once when nothing is queued before it, instead
+# of at the loop's next turn, and small frames are unmasked in one step (dashboard/daphne_tuning.py);
+# false leaves twisted and autobahn as they come.
+DAPHNE_TUNING = envbool("DAPHNE_TUNING", "true")
 
 # Call audio (rtvi_monitor/audio.py), stored through Django's storage API under the alias "audio". By
 # default on this machine's disk, in AUDIO_ROOT; with AUDIO_S3_BUCKET set, in S3 or any S3-compatible

@@ -182,9 +182,10 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if over:
             return await self.fail(over, CLOSE_RATE)
         live, writer, stream, redactor = self.live_session, self.writer, self.stream, self.redactor
+        shallow = admission.shallow(data)
         replies = []
         for item in frames:
-            row, reply = live.accept(item, received_at, self, stream, redactor)
+            row, reply = live.accept(item, received_at, self, stream, redactor, shallow)
             if row is not None:
                 writer.add(row)
             replies.append(reply)

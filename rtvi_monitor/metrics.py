@@ -110,6 +110,7 @@ BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process",
 def record_batch(rows, turns_before: dict) -> None:
     """Count a stored, folded batch: messages by result, errors, ttfb; turns new since `turns_before`."""
     results = Tally()  # by the organization's id, made its label once per batch (not a UUID's str() per row)
+    ttfbs: dict[tuple, list[float]] = {}  # (organization id, processor, model): observed per label set, once
     for row in rows:
         live = row.live
         results[
@@ -127,11 +128,15 @@ def record_batch(rows, turns_before: dict) -> None:
                 value = entry.get("value") if isinstance(entry, dict) else None
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                     model = entry.get("model") if isinstance(entry.get("model"), str) else ""
-                    TTFB.labels(str(live.organization_id), service_kind(entry.get("processor")), model[:100]).observe(
-                        value
-                    )
+                    processor = entry.get("processor")
+                    key = (live.organization_id, processor if isinstance(processor, str) else None, model[:100])
+                    ttfbs.setdefault(key, []).append(value)
     for (organization_id, result), n in results.items():
         MESSAGES.labels(str(organization_id), result).inc(n)
+    for (organization_id, processor, model), values in ttfbs.items():
+        histogram = TTFB.labels(str(organization_id), service_kind(processor), model)
+        for value in values:
+            histogram.observe(value)
     for live, position in turns_before.values():
         turns = live.state.turns
         for turn in turns.items[max(0, position - turns.dropped) :]:

@@ -102,3 +102,77 @@ def test_the_stored_form_is_strict_json_of_the_message_or_an_invalid_record(mess
     else:
         assert not checked.valid and checked.message is None
         assert "out of range" in checked.error
+
+
+def _json_parse(text: str):
+    """What protocol.parse gave before orjson: json's strict decode, or the NotJSON message it raised."""
+    from rtvi_monitor import protocol
+
+    try:
+        return "value", protocol._DECODER.decode(text)
+    except RecursionError:
+        return "error", "deep"
+    except protocol.NotJSON as exc:
+        return "error", str(exc)
+    except ValueError:
+        return "error", "invalid"
+
+
+def _parse(text: str):
+    from rtvi_monitor import protocol
+
+    try:
+        return "value", protocol.parse(text, max_depth=None)
+    except protocol.NotJSON as exc:
+        return "error", "deep" if "nested deeper" in str(exc) else str(exc) if "NaN" in str(exc) else "invalid"
+
+
+def _same(a, b) -> bool:
+    """Equal, and of the same types all the way down (1 is not 1.0 here; NaN is never in a parsed value)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a == 0:
+        return str(a) == str(b)  # -0.0 stays -0.0
+    return a == b
+
+
+numbers = st.integers(min_value=-(2**70), max_value=2**70).map(str) | st.floats(allow_nan=False).map(repr)
+json_texts = st.recursive(
+    numbers
+    | st.sampled_from(["true", "false", "null", "NaN", "-Infinity", "1e400", "-0", "-0.0", "1E5", "01"])
+    | st.text().map(json.dumps)
+    | st.sampled_from(['"\\ud800"', '"a\tb"', '"\\u0000"', '"é"', '"\\u00e9"']),
+    lambda inner: st.lists(inner, max_size=4).map(lambda xs: "[" + ",".join(xs) + "]")
+    | st.lists(st.tuples(st.text().map(json.dumps), inner), max_size=4).map(
+        lambda kvs: "{" + ", ".join(f"{k}: {v}" for k, v in kvs) + "}"
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(json_texts, st.sampled_from(["", " ", "x", "}", ",", "\n"]))
+def test_parsing_gives_what_json_gives(text, tail):
+    """protocol.parse has orjson parse what it reads as json does and json the rest (an integer past 64 bits,
+    NaN, a lone surrogate, ...): for any text, JSON or not, the same value to the last type, or an error."""
+    text = text + tail
+    expected, got = _json_parse(text), _parse(text)
+    if expected[0] == "value":
+        assert got[0] == "value" and _same(got[1], expected[1]), (text, got, expected)
+    else:
+        assert got[0] == "error", (text, got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(anything)
+def test_a_frame_called_shallow_holds_nothing_nested_too_deep(value):
+    """Admission.shallow lets a frame's messages skip the depth walk: only when no message can be too deep."""
+    from rtvi_monitor.protocol import MAX_DEPTH, _depth_over, shallow
+
+    for text in (json.dumps(value), json.dumps(value).encode()):
+        if shallow(text):
+            assert not _depth_over(value, MAX_DEPTH) if isinstance(value, (dict, list)) else True

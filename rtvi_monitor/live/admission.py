@@ -90,6 +90,9 @@ class Admission:
         except protocol.NotJSON as exc:
             return protocol.unparsed(raw, str(exc))  # recorded as received, answered with what is wrong
 
+    # Whether no message in the frame can nest too deep (few brackets): each message's depth then goes unwalked.
+    shallow = staticmethod(protocol.shallow)
+
     @staticmethod
     def items(frame) -> list:
         """The messages a frame carries: a batch's items, each judged alone, or the frame itself."""

@@ -153,8 +153,15 @@ class LiveSession:
         return ended_from
 
     def accept(
-        self, frame: Any, received_at: float, replier: Replier, stream: str = "", redactor: Redactor = NONE
+        self,
+        frame: Any,
+        received_at: float,
+        replier: Replier,
+        stream: str = "",
+        redactor: Redactor = NONE,
+        shallow: bool = False,
     ) -> tuple[Row | None, dict | None]:
+        """`shallow`: the frame's text was too short in brackets to nest past protocol.MAX_DEPTH (protocol.shallow)."""
         caller = ""
         if user_id := _user_id(frame):
             # A caller's id is theirs (often their number): stored, relayed and shown as a pseudonym only, the
@@ -163,7 +170,7 @@ class LiveSession:
             frame = _with_user_id(frame, CALLER_PREFIX + caller[:CALLER_SHOWN])
         # The pseudonym is the dashboard's, not the bot's words: redaction leaves it (it may be all digits).
         keep = ("user_id",) if caller else ()
-        row, reply = self._accept(frame, received_at, replier, stream, redactor, keep)
+        row, reply = self._accept(frame, received_at, replier, stream, redactor, keep, shallow)
         if row is not None:
             if row.error and redactor:
                 row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
@@ -180,7 +187,14 @@ class LiveSession:
         return key
 
     def _accept(
-        self, frame: Any, received_at: float, replier: Replier, stream: str, redactor: Redactor, keep: tuple = ()
+        self,
+        frame: Any,
+        received_at: float,
+        replier: Replier,
+        stream: str,
+        redactor: Redactor,
+        keep: tuple = (),
+        shallow: bool = False,
     ):
         """Turn one frame (a wrapper, a bare RTVI message, or garbage) from `stream` into a Row.
 
@@ -199,7 +213,7 @@ class LiveSession:
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame
         if not wrapped:
             # Bare RTVI message, or something that is not even JSON: stored in the dashboard's order.
-            checked, redacted = redact(protocol.check(frame), redactor, keep)
+            checked, redacted = redact(protocol.check(frame, shallow), redactor, keep)
             checked, text = stored_form(checked)
             row = self._row(
                 stream, None, protocol.default_direction(checked.type), checked, received_at, None, "", text
@@ -210,7 +224,7 @@ class LiveSession:
             return self._wait(row, replier), None
 
         seq = frame["seq"]
-        checked, redacted = redact(protocol.check(frame["message"]), redactor, keep)
+        checked, redacted = redact(protocol.check(frame["message"], shallow), redactor, keep)
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
             error = f"seq: expected a whole number from 1 to 2**53-1, got {protocol.describe(seq)}; recorded without it"
             checked, text = stored_form(checked)

@@ -1,6 +1,7 @@
-"""dashboard/write_through.py: daphne's connections send at once when nothing is queued, and lose nothing.
+"""dashboard/daphne_tuning.py: daphne's connections send at once when nothing is queued and lose nothing;
+small frames unmask as autobahn unmasks them.
 
-Each case runs tests/write_through_run.py (a real twisted reactor on asyncio,
+Each case runs tests/daphne_tuning_run.py (a real twisted reactor on asyncio,
 as daphne runs it, real sockets read slowly from threads) with write-through
 installed and, as the control, without: bytes arrive complete and in order
 either way, including writes far larger than the socket buffer, writes
@@ -17,8 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-RUN = Path(__file__).resolve().parent / "write_through_run.py"
+RUN = Path(__file__).resolve().parent / "daphne_tuning_run.py"
 
 
 def run(mode: str, plans: list[list]) -> dict:
@@ -65,7 +68,7 @@ def test_every_byte_arrives_in_order(mode):
     assert result["queued"] > 0  # writes past the socket buffer queue in both modes
 
 
-def test_small_writes_on_an_idle_connection_go_at_once_only_with_write_through():
+def test_small_writes_on_an_idle_connection_go_at_once_only_with_daphne_tuning():
     plans = [[["write", 100], ["turn"]] * 20 + [["close"]]] * 3
     on, off = run("on", plans), run("off", plans)
     assert on["at_once"] == 60 and on["queued"] == 0
@@ -74,7 +77,7 @@ def test_small_writes_on_an_idle_connection_go_at_once_only_with_write_through()
 
 def test_install_is_idempotent_and_reported():
     code = (
-        "from dashboard import write_through as w; from twisted.internet import tcp; "
+        "from dashboard import daphne_tuning as w; from twisted.internet import tcp; "
         "original = tcp.Connection.write; w.install(); w.install(); "
         "assert w.installed() and tcp.Connection.write is not original; print('ok')"
     )
@@ -82,3 +85,24 @@ def test_install_is_idempotent_and_reported():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=RUN.parent.parent, timeout=60
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=4, max_size=4), st.binary(max_size=1100), st.lists(st.integers(0, 1100), max_size=4))
+def test_small_frames_unmask_as_autobahn_does(mask, payload, cuts):
+    """A frame under SMALL_FRAME bytes is unmasked by one integer XOR, in however many pieces it arrives:
+    the same bytes and pointer as autobahn's native masker."""
+    from autobahn.websocket.xormasker import create_xor_masker
+
+    from dashboard.daphne_tuning import _create_xor_masker
+
+    ours, theirs = _create_xor_masker(mask, len(payload)), create_xor_masker(mask, len(payload))
+    got, expected, start = b"", b"", 0
+    for end in [*sorted(c for c in cuts if c <= len(payload)), len(payload)]:
+        got += ours.process(payload[start:end])
+        expected += theirs.process(payload[start:end])
+        start = end
+        assert ours.pointer() == theirs.pointer()
+    assert got == expected
+    ours.reset()
+    assert ours.pointer() == 0

@@ -1,6 +1,6 @@
-"""Run by tests/test_write_through.py in a process of its own (a twisted reactor runs once per process).
+"""Run by tests/test_daphne_tuning.py in a process of its own (a twisted reactor runs once per process).
 
-    python tests/write_through_run.py on|off PLANS_JSON
+    python tests/daphne_tuning_run.py on|off PLANS_JSON
 
 A real asyncio-backed twisted reactor (daphne's) serves TCP connections; real
 sockets read them slowly from threads, with small receive buffers so that
@@ -30,10 +30,10 @@ asyncioreactor.install()
 
 from twisted.internet import protocol, reactor  # noqa: E402
 
-from dashboard import write_through  # noqa: E402
+from dashboard import daphne_tuning  # noqa: E402
 
 if sys.argv[1] == "on":
-    write_through.install()
+    daphne_tuning.install()
 PLANS = json.loads(sys.argv[2])
 written = {i: bytearray() for i in range(len(PLANS))}
 lost = {i: False for i in range(len(PLANS))}
