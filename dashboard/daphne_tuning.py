@@ -1,4 +1,4 @@
-"""Two changes to the server under daphne, each measured on the live path and each optional (DAPHNE_TUNING).
+"""Changes to the server under daphne, each measured on the live path and each optional (DAPHNE_TUNING).
 
 **Write-through.** Twisted queues every write until the next turn of the
 loop: it registers the socket for writability (an epoll_ctl), the loop wakes,
@@ -22,13 +22,17 @@ autobahn builds a native (cffi) masker for each, ~2.3 us, three times what
 one integer XOR of a 150-byte payload costs. Frames under SMALL_FRAME bytes
 (a bot's message, a browser's request) get the XOR; larger ones autobahn's.
 
-tests/test_daphne_tuning.py checks both against twisted's and autobahn's own.
+**Corked blocks.** `corked()` holds a block's writes and sends each
+connection's as one: a flush's acks to one bot leave in one send.
+
+tests/test_daphne_tuning.py checks them against twisted's and autobahn's own.
 """
 
-from autobahn.websocket import protocol as autobahn_protocol
-from twisted.internet import tcp
+import contextlib
 
-_queued_write = tcp.Connection.write
+# Set by install(), which imports twisted and autobahn (a process that never serves, e.g. manage.py, need not):
+_queued_write = None  # twisted's own write
+_native_masker = None  # autobahn's own masker factory
 
 
 def _write(self, data):
@@ -44,7 +48,12 @@ def _write(self, data):
         or type(data) is not bytes
         or not data
     ):
+        if _held and self in _held:
+            _queued_write(self, b"".join(_held.pop(self)))  # what the block held for it goes first
         _queued_write(self, data)
+        return
+    if _held is not None:
+        _held.setdefault(self, []).append(data)
         return
     try:
         sent = self.socket.send(data[: self.SEND_LIMIT])
@@ -54,6 +63,32 @@ def _write(self, data):
         sent = 0  # twisted's queued write meets the error again and loses the connection
     if sent < len(data):
         _queued_write(self, data[sent:] if sent else data)
+
+
+_held: dict | None = None  # in a corked() block: each connection's writes, in order
+
+
+@contextlib.contextmanager
+def corked():
+    """Writes made in the block leave as one send per connection when it ends, not one each.
+
+    A flush answers an older bot with an ack frame per message: at full load, dozens for one bot in one
+    flush, and a send (and a packet for the bot to read) each. The writer sends a flush's relays and acks
+    in one of these blocks. Inside, nothing waits for I/O, so the block holds frames for no longer than it
+    takes to produce them; a write that twisted must queue (the connection closing, its buffer full) goes
+    after what the block held for it, so order is kept. Without install(), or inside another block, no-op.
+    """
+    global _held
+    if _held is not None or _queued_write is None:
+        yield
+        return
+    _held = {}
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+        for connection, chunks in held.items():
+            _write(connection, chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 class _SmallMasker:
@@ -80,7 +115,6 @@ class _SmallMasker:
         return (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(n, "little")
 
 
-_native_masker = autobahn_protocol.create_xor_masker
 SMALL_FRAME = 1024  # bytes: below this one integer XOR is faster than building autobahn's native masker
 
 
@@ -91,10 +125,18 @@ def _create_xor_masker(mask, length=None):
 
 
 def install() -> None:
-    """Both changes, for every connection made from now on (idempotent)."""
-    tcp.Connection.write = _write
-    autobahn_protocol.create_xor_masker = _create_xor_masker
+    """All three, for every connection made from now on (idempotent)."""
+    global _queued_write, _native_masker
+    from autobahn.websocket import protocol as autobahn_protocol
+    from twisted.internet import tcp
+
+    if tcp.Connection.write is not _write:
+        _queued_write = tcp.Connection.write
+        tcp.Connection.write = _write
+    if autobahn_protocol.create_xor_masker is not _create_xor_masker:
+        _native_masker = autobahn_protocol.create_xor_masker
+        autobahn_protocol.create_xor_masker = _create_xor_masker
 
 
 def installed() -> bool:
-    return tcp.Connection.write is _write and autobahn_protocol.create_xor_masker is _create_xor_masker
+    return _queued_write is not None

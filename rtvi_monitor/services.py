@@ -22,6 +22,7 @@ The rule; the first step that applies decides:
    no TTS, "MoondreamService" is none of the three).
 """
 
+import functools
 import re
 
 KINDS = ("stt", "llm", "tts")
@@ -38,6 +39,11 @@ def service_kind(processor: object) -> str:
     """The kind of service a processor's name says: "stt", "llm", "tts" or "unknown" (the rule above)."""
     if not isinstance(processor, str):
         return UNKNOWN
+    return _kind_of_name(processor)
+
+
+@functools.lru_cache(maxsize=4096)  # a bot names a few processors, in every metrics message: the rule runs once each
+def _kind_of_name(processor: str) -> str:
     name = _INSTANCE.sub("", processor.strip())
     if name in KNOWN:
         return KNOWN[name]

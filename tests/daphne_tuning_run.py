@@ -6,11 +6,13 @@ A real asyncio-backed twisted reactor (daphne's) serves TCP connections; real
 sockets read them slowly from threads, with small receive buffers so that
 large writes fill the kernel's buffer. Each plan is a list of operations
 the server does on its connection: ["write", size] (distinct random bytes),
-["turn"] (wait for the loop's next turn), ["close"] (loseConnection),
+["turn"] (wait for the loop's next turn), ["cork", [size, ...]] (those
+writes in one daphne_tuning.corked() block), ["close"] (loseConnection),
 ["keep_writing"] (small writes each turn until the connection is lost: the
 client resets it). Prints JSON: per plan what the client received, what the
 server wrote, whether the connection was lost, and how many writes went out
-at once (the socket not registered for writing after the write) or queued.
+at once (the socket not registered for writing after the write) or queued,
+and how many writes corked blocks held.
 """
 
 import json
@@ -38,7 +40,7 @@ PLANS = json.loads(sys.argv[2])
 written = {i: bytearray() for i in range(len(PLANS))}
 lost = {i: False for i in range(len(PLANS))}
 received = {}
-counts = {"at_once": 0, "queued": 0}
+counts = {"at_once": 0, "queued": 0, "held": 0}
 
 
 class Server(protocol.Protocol):
@@ -65,6 +67,12 @@ class Server(protocol.Protocol):
             elif op[0] == "turn":
                 reactor.callLater(0, self.step)
                 return
+            elif op[0] == "cork":  # these writes in one corked() block
+                with daphne_tuning.corked():
+                    for size in op[1]:
+                        self.write(size)
+                    held = daphne_tuning._held
+                    counts["held"] += len(held.get(self.transport, [])) if held is not None else 0
             elif op[0] == "close":
                 self.transport.loseConnection()
             elif op[0] == "keep_writing":

@@ -6,9 +6,9 @@ as daphne runs it, real sockets read slowly from threads) with write-through
 installed and, as the control, without: bytes arrive complete and in order
 either way, including writes far larger than the socket buffer, writes
 queued behind them, close after writes, and a peer that resets the
-connection mid-stream; with write-through a small write on an idle
-connection leaves no write registration (it was sent), without it every
-write is registered.
+connection mid-stream, writes held in corked() blocks; with write-through
+a small write on an idle connection leaves no write registration (it was
+sent), without it every write is registered.
 """
 
 import json
@@ -40,7 +40,10 @@ def random_plans(seed: int, count: int) -> list[list]:
         ops = []
         for _ in range(rng.randint(1, 25)):
             size = rng.choice([0, 1, 7, 200, 4096, 70_000, 300_000, 2_000_000])
-            ops.append(["write", size])
+            if rng.random() < 0.2:
+                ops.append(["cork", [rng.choice([0, 5, 300, 70_000, 2_000_000]) for _ in range(rng.randint(1, 6))]])
+            else:
+                ops.append(["write", size])
             if rng.random() < 0.4:
                 ops.append(["turn"])
         plans.append([*ops, ["close"]])
@@ -52,6 +55,8 @@ FIXED = [
     [["write", 3_000_000], ["write", 5], ["write", 9], ["close"]],  # small writes queued behind a large one
     [["write", 5], ["turn"], ["write", 5], ["turn"], ["write", 5], ["close"]],  # idle between each
     [["write", 40], ["turn"], ["keep_writing"]],  # the client resets the connection
+    [["cork", [30, 40, 50]], ["turn"], ["cork", [9]], ["close"]],  # acks held in a block, sent as one
+    [["write", 3_000_000], ["cork", [5, 6]], ["write", 7], ["close"]],  # a block behind a queue, a write after
 ]
 
 
@@ -66,6 +71,7 @@ def test_every_byte_arrives_in_order(mode):
             assert outcome["same"], f"plan {i} ({mode}): {outcome}"
             assert outcome["lost"], f"plan {i}: closed after its writes"
     assert result["queued"] > 0  # writes past the socket buffer queue in both modes
+    assert (result["held"] > 0) == (mode == "on")  # corked() holds writes only when installed
 
 
 def test_small_writes_on_an_idle_connection_go_at_once_only_with_daphne_tuning():
@@ -77,9 +83,12 @@ def test_small_writes_on_an_idle_connection_go_at_once_only_with_daphne_tuning()
 
 def test_install_is_idempotent_and_reported():
     code = (
-        "from dashboard import daphne_tuning as w; from twisted.internet import tcp; "
-        "original = tcp.Connection.write; w.install(); w.install(); "
-        "assert w.installed() and tcp.Connection.write is not original; print('ok')"
+        "from dashboard import daphne_tuning as t; from twisted.internet import tcp; "
+        "from autobahn.websocket import protocol as p; "
+        "original = tcp.Connection.write; assert not t.installed(); t.install(); t.install(); "
+        "assert t.installed() and tcp.Connection.write is t._write and t._queued_write is original; "
+        "assert p.create_xor_masker is t._create_xor_masker and t._native_masker is not t._create_xor_masker; "
+        "print('ok')"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=RUN.parent.parent, timeout=60
@@ -88,15 +97,16 @@ def test_install_is_idempotent_and_reported():
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.binary(min_size=4, max_size=4), st.binary(max_size=1100), st.lists(st.integers(0, 1100), max_size=4))
+@given(st.binary(min_size=4, max_size=4), st.binary(max_size=1023), st.lists(st.integers(0, 1023), max_size=4))
 def test_small_frames_unmask_as_autobahn_does(mask, payload, cuts):
     """A frame under SMALL_FRAME bytes is unmasked by one integer XOR, in however many pieces it arrives:
     the same bytes and pointer as autobahn's native masker."""
     from autobahn.websocket.xormasker import create_xor_masker
 
-    from dashboard.daphne_tuning import _create_xor_masker
+    from dashboard.daphne_tuning import SMALL_FRAME, _SmallMasker
 
-    ours, theirs = _create_xor_masker(mask, len(payload)), create_xor_masker(mask, len(payload))
+    assert len(payload) < SMALL_FRAME
+    ours, theirs = _SmallMasker(mask), create_xor_masker(mask, len(payload))
     got, expected, start = b"", b"", 0
     for end in [*sorted(c for c in cuts if c <= len(payload)), len(payload)]:
         got += ours.process(payload[start:end])

@@ -26,6 +26,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from dashboard import daphne_tuning
 from rtvi_monitor import cost, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
@@ -436,13 +437,14 @@ class Writer:
             for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
-        for group, message in relays:
-            await relay_here(group, message)
-        for replier, payloads in replies.items():
-            try:
-                await replier.reply(payloads)
-            except Exception:  # the bot went away; it resends what was not acknowledged
-                logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
+        with daphne_tuning.corked():  # each connection's frames in one send (a bot's acks: one each, older bots)
+            for group, message in relays:
+                await relay_here(group, message)
+            for replier, payloads in replies.items():
+                try:
+                    await replier.reply(payloads)
+                except Exception:  # the bot went away; it resends what was not acknowledged
+                    logger.debug("Could not acknowledge to a closed ingest socket", exc_info=True)
         for group, message in relays:
             await relay_elsewhere(group, message)
         if changed:
