@@ -88,6 +88,7 @@ def test_install_is_idempotent_and_reported():
         "original = tcp.Connection.write; assert not t.installed(); t.install(); t.install(); "
         "assert t.installed() and tcp.Connection.write is t._write and t._queued_write is original; "
         "assert p.create_xor_masker is t._create_xor_masker and t._native_masker is not t._create_xor_masker; "
+        "assert p.hltype(t.install) == 'install' and p.hlval(3) == 3; "
         "print('ok')"
     )
     done = subprocess.run(
