@@ -7,9 +7,12 @@ bot's ack and a browser's patch for most messages, that was ~18 % of the live
 path's main thread at 3,000 messages a second (py-spy, docs/BENCHMARKS.md),
 twice the send itself. asyncio's own transports try the send first and queue
 only what the kernel did not take; `install()` gives twisted's plain TCP
-connections (what daphne serves on) that behaviour. What does not change: a
+connections (what daphne serves on) that behaviour; Unix sockets keep
+twisted's (their writes may carry file descriptors). What does not change: a
 write while anything is queued, a pull producer is registered, the connection
-is closing or TLS is on goes through twisted's own path, so order,
+is closing or aborted, or TLS was started on it (startTLS) goes through
+twisted's own path (a TLS port's connections write the already encrypted
+bytes, which write-through sends like any other), so order,
 back-pressure and close-after-flush are twisted's (a streaming producer, as
 twisted.web registers, is paused only by a queue, so it is not in the way; a
 pull producer is asked for more as its queue empties, so its writes queue);
@@ -39,6 +42,7 @@ import contextlib
 
 # Set by install(), which imports twisted and autobahn (a process that never serves, e.g. manage.py, need not):
 _queued_write = None  # twisted's own write
+_twisted = {}  # twisted's own writeSequence, loseConnection and abortConnection
 _native_masker = None  # autobahn's own masker factory
 
 
@@ -52,6 +56,7 @@ def _write(self, data):
         or self.offset != len(self.dataBuffer)
         or not self.connected
         or self._writeDisconnected
+        or self._aborting
         or type(data) is not bytes
         or not data
     ):
@@ -75,6 +80,28 @@ def _write(self, data):
 _held: dict | None = None  # in a corked() block: each connection's writes, in order
 
 
+def _release(connection) -> None:
+    """What a corked block holds for this connection, into twisted's queue now (before anything after it)."""
+    if _held and connection in _held:
+        _queued_write(connection, b"".join(_held.pop(connection)))
+
+
+def _write_sequence(self, iovec):
+    _release(self)  # twisted queues these at once: what was written before them goes first
+    _twisted["writeSequence"](self, iovec)
+
+
+def _lose_connection(self, *args, **kwargs):
+    _release(self)  # twisted closes once its queue is empty: what the block held is in it
+    _twisted["loseConnection"](self, *args, **kwargs)
+
+
+def _abort_connection(self):
+    if _held:
+        _held.pop(self, None)  # an abort sends nothing more
+    _twisted["abortConnection"](self)
+
+
 @contextlib.contextmanager
 def corked():
     """Writes made in the block leave as one send per connection when it ends, not one each.
@@ -82,8 +109,11 @@ def corked():
     A flush answers an older bot with an ack frame per message: at full load, dozens for one bot in one
     flush, and a send (and a packet for the bot to read) each. The writer sends a flush's relays and acks
     in one of these blocks. Inside, nothing waits for I/O, so the block holds frames for no longer than it
-    takes to produce them; a write that twisted must queue (the connection closing, its buffer full) goes
-    after what the block held for it, so order is kept. Without install(), or inside another block, no-op.
+    takes to produce them (should the block ever wait, what it holds waits with it, nothing is lost):
+    a write that twisted must queue (its buffer full, TLS), a writeSequence or a loseConnection on a
+    connection puts what the block held for it into twisted's queue first, so order is kept and a close
+    still sends everything before it; an abort drops it, as it drops twisted's queue. Without install(),
+    or inside another block, no-op.
     """
     global _held
     if _held is not None or _queued_write is None:
@@ -147,7 +177,23 @@ def install() -> None:
 
     if tcp.Connection.write is not _write:
         _queued_write = tcp.Connection.write
+        for name, ours in (
+            ("writeSequence", _write_sequence),
+            ("loseConnection", _lose_connection),
+            ("abortConnection", _abort_connection),
+        ):
+            _twisted[name] = getattr(tcp.Connection, name)
+            setattr(tcp.Connection, name, ours)
         tcp.Connection.write = _write
+        try:
+            from twisted.internet import unix
+        except ImportError:  # no Unix sockets here
+            pass
+        else:  # their writes may carry file descriptors (sendmsg): twisted's own path, always
+            for cls in (unix.Server, unix.Client):
+                cls.write = _queued_write
+                for name, original in _twisted.items():
+                    setattr(cls, name, original)
     if autobahn_protocol.create_xor_masker is not _create_xor_masker:
         _native_masker = autobahn_protocol.create_xor_masker
         autobahn_protocol.create_xor_masker = _create_xor_masker

@@ -7,7 +7,10 @@ sockets read them slowly from threads, with small receive buffers so that
 large writes fill the kernel's buffer. Each plan is a list of operations
 the server does on its connection: ["write", size] (distinct random bytes),
 ["turn"] (wait for the loop's next turn), ["cork", [size, ...]] (those
-writes in one daphne_tuning.corked() block), ["close"] (loseConnection),
+writes in one daphne_tuning.corked() block), ["cork_sequence", [a, b]] (a
+write then a writeSequence in one block), ["cork_close_waiting", [size, ...]]
+(writes, loseConnection and a wait on the loop in one block: the plan's end),
+["close"] (loseConnection),
 ["keep_writing"] (small writes each turn until the connection is lost: the
 client resets it). Prints JSON: per plan what the client received, what the
 server wrote, whether the connection was lost, and how many writes went out
@@ -15,6 +18,7 @@ at once (the socket not registered for writing after the write) or queued,
 and how many writes corked blocks held.
 """
 
+import asyncio
 import json
 import random
 import socket
@@ -53,11 +57,22 @@ class Server(protocol.Protocol):
             self.rng = random.Random(self.plan_index)
             self.step()
 
-    def write(self, size):
+    def write(self, size, sequence=False):
         chunk = self.rng.randbytes(size)
         written[self.plan_index] += chunk
+        if sequence:
+            self.transport.writeSequence([chunk])
+            return
         self.transport.write(chunk)
         counts["queued" if self.transport in reactor.getWriters() else "at_once"] += 1
+
+    async def held_across_the_loop(self, sizes):
+        """A corked block that waits on the loop after asking to close: what it held still goes first."""
+        with daphne_tuning.corked():
+            for size in sizes:
+                self.write(size)
+            self.transport.loseConnection()
+            await asyncio.sleep(0.05)
 
     def step(self):
         while self.ops:
@@ -73,6 +88,13 @@ class Server(protocol.Protocol):
                         self.write(size)
                     held = daphne_tuning._held
                     counts["held"] += len(held.get(self.transport, [])) if held is not None else 0
+            elif op[0] == "cork_sequence":  # a write, then a writeSequence, in one block
+                with daphne_tuning.corked():
+                    self.write(op[1][0])
+                    self.write(op[1][1], sequence=True)
+            elif op[0] == "cork_close_waiting":
+                self.waiting = asyncio.ensure_future(self.held_across_the_loop(op[1]))
+                return
             elif op[0] == "close":
                 self.transport.loseConnection()
             elif op[0] == "keep_writing":

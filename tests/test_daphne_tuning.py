@@ -57,6 +57,8 @@ FIXED = [
     [["write", 40], ["turn"], ["keep_writing"]],  # the client resets the connection
     [["cork", [30, 40, 50]], ["turn"], ["cork", [9]], ["close"]],  # acks held in a block, sent as one
     [["write", 3_000_000], ["cork", [5, 6]], ["write", 7], ["close"]],  # a block behind a queue, a write after
+    [["cork_sequence", [11, 12]], ["close"]],  # a writeSequence after a held write: still in order
+    [["write", 8], ["cork_close_waiting", [13, 14]]],  # closed in a block that waits: what it held is sent
 ]
 
 
@@ -65,7 +67,9 @@ def test_every_byte_arrives_in_order(mode):
     plans = FIXED + random_plans(seed=26, count=12)
     result = run(mode, plans)
     for i, (plan, outcome) in enumerate(zip(plans, result["plans"], strict=True)):
-        if plan[-1] == ["keep_writing"]:
+        if plan[-1][0] == "cork_close_waiting":
+            assert outcome["same"] and outcome["lost"], f"plan {i} ({mode}): {outcome}"
+        elif plan[-1] == ["keep_writing"]:
             assert outcome["lost"], f"plan {i}: a reset connection is reported lost"
         else:
             assert outcome["same"], f"plan {i} ({mode}): {outcome}"
