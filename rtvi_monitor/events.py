@@ -5,7 +5,6 @@ not JSON (`stored_form`); browsers get long messages as previews
 (`Row.as_event`, `event_from_db(preview=True)`), the whole one on request.
 """
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -240,9 +239,9 @@ def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) ->
     if isinstance(checked.message, dict):
         message = redactor.message(checked.message, counts, keep)
         if message is not checked.message:
-            checked = dataclasses.replace(checked, message=message)
+            checked = checked._replace(message=message)
     elif checked.raw:
-        checked = dataclasses.replace(checked, raw=redactor.text(checked.raw, counts))
+        checked = checked._replace(raw=redactor.text(checked.raw, counts))
     return checked, (counts or None)
 
 

@@ -14,7 +14,7 @@ names, once, and stops at the first problem.
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -336,9 +336,10 @@ SEND_TEXT_OPTION_DEFAULTS = {"run_immediately": True, "audio_response": True}
 METRIC_VALUE_KEYS = {"ttfa": ("value", "ttfa"), "ttfat": ("value", "ttfat")}
 
 
-@dataclass(frozen=True, slots=True)
-class Validated:
-    """The outcome of validate(): the message, its type, and what is wrong with it if anything."""
+class Validated(NamedTuple):
+    """The outcome of validate(): the message, its type, and what is wrong with it if anything.
+
+    Immutable; a NamedTuple, not a frozen dataclass, because one is made per message (~0.25 us, not ~0.7)."""
 
     message: dict | None  # the parsed object (None when not parseable or not an object)
     type: str  # "" when none could be read

@@ -16,8 +16,7 @@ the state as the pages get it (to_dict, and patches by take_changes).
 """
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rtvi_monitor.patches import Tail, public, put, same
 from rtvi_monitor.protocol import CATALOG, protocol_version
@@ -32,9 +31,8 @@ from rtvi_monitor.reducer.transcript import Transcript
 from rtvi_monitor.reducer.turns import Turns, with_waterfall
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One stored message of a session, as the reducer sees it."""
+class Event(NamedTuple):
+    """One stored message of a session, as the reducer sees it (immutable; a NamedTuple: one per message)."""
 
     seq: int
     direction: str  # "to-client" or "from-client"

@@ -93,6 +93,7 @@ def test_install_is_idempotent_and_reported():
         "assert t.installed() and tcp.Connection.write is t._write and t._queued_write is original; "
         "assert p.create_xor_masker is t._create_xor_masker and t._native_masker is not t._create_xor_masker; "
         "assert p.hltype(t.install) == 'install' and p.hlval(3) == 3; "
+        "assert p.WebSocketProtocol.fire is t._fire and t._native_fire is not t._fire; "
         "print('ok')"
     )
     done = subprocess.run(
@@ -121,3 +122,36 @@ def test_small_frames_unmask_as_autobahn_does(mask, payload, cuts):
     assert got == expected
     ours.reset()
     assert ours.pointer() == 0
+
+
+def test_an_event_nobody_listens_to_fires_as_a_fired_deferred_would(monkeypatch):
+    """autobahn fires "message" after every frame; with no listener, `_fire` answers as the fired Deferred of []
+    would (a callback at once, never an errback), and an event autobahn does not know is still refused; with a
+    listener, autobahn's own fire runs it."""
+    import txaio
+
+    txaio.use_twisted()
+    from autobahn.util import ObservableMixin
+
+    from dashboard import daphne_tuning
+
+    class Protocol(ObservableMixin):
+        def __init__(self):
+            self.set_valid_events(["message"])
+
+    monkeypatch.setattr(daphne_tuning, "_native_fire", ObservableMixin.fire)  # what install() keeps
+    quiet = Protocol()
+    got, errors = [], []
+    fired = daphne_tuning._fire(quiet, "message", b"payload", is_binary=False)
+    txaio.add_callbacks(fired, got.append, errors.append)
+    txaio.add_callbacks(fired, None, errors.append)
+    fired.addCallback(got.append)
+    assert got == [[], []] and errors == []
+    with pytest.raises(RuntimeError, match="Invalid event"):
+        daphne_tuning._fire(quiet, "nonsense")
+
+    listened = Protocol()
+    heard = []
+    listened.on("message", lambda payload, is_binary: heard.append((payload, is_binary)))
+    result = daphne_tuning._fire(listened, "message", b"payload", is_binary=True)
+    assert heard == [(b"payload", True)] and result is not daphne_tuning._FIRED
