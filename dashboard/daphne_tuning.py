@@ -5,7 +5,7 @@ loop: it registers the socket for writability (an epoll_ctl), the loop wakes,
 the data is sent and the registration removed (a second epoll_ctl). With a
 bot's ack and a browser's patch for most messages, that was ~18 % of the live
 path's main thread at 3,000 messages a second (py-spy, docs/BENCHMARKS.md),
-twice the send itself. asyncio's own transports try the send first and queue
+four times the sends themselves. asyncio's own transports try the send first and queue
 only what the kernel did not take; `install()` gives twisted's plain TCP
 connections (what daphne serves on) that behaviour; Unix sockets keep
 twisted's (their writes may carry file descriptors). What does not change: a
@@ -52,6 +52,7 @@ _queued_write = None  # twisted's own write
 _twisted = {}  # twisted's own writeSequence, loseConnection and abortConnection
 _native_masker = None  # autobahn's own masker factory
 _native_fire = None  # autobahn's own WebSocketProtocol.fire
+_held: dict | None = None  # in a corked() block: each connection's writes, in order
 
 
 def _write(self, data):
@@ -68,8 +69,7 @@ def _write(self, data):
         or type(data) is not bytes
         or not data
     ):
-        if _held and self in _held:
-            _queued_write(self, b"".join(_held.pop(self)))  # what the block held for it goes first
+        _release(self)  # what a corked block held for it goes first
         _queued_write(self, data)
         return
     if _held is not None:
@@ -83,9 +83,6 @@ def _write(self, data):
         sent = 0  # twisted's queued write meets the error again and loses the connection
     if sent < len(data):
         _queued_write(self, data[sent:] if sent else data)
-
-
-_held: dict | None = None  # in a corked() block: each connection's writes, in order
 
 
 def _release(connection) -> None:
@@ -133,7 +130,7 @@ def corked():
     finally:
         held, _held = _held, None
         for connection, chunks in held.items():
-            _write(connection, chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            _write(connection, b"".join(chunks))
 
 
 class _SmallMasker:

@@ -422,8 +422,7 @@ def parse(text: str, max_depth: int | None = MAX_DEPTH) -> Any:
     except ValueError as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
         raise NotJSON(f"{getattr(exc, 'msg', exc)}{where}") from None
-    # Counting brackets is C-fast; only text with many of them is walked.
-    if max_depth is not None and text.count("{") + text.count("[") > max_depth and _depth_over(value, max_depth):
+    if max_depth is not None and not shallow(text, max_depth) and _depth_over(value, max_depth):
         raise NotJSON(f"nested deeper than {max_depth} levels")
     return value
 
@@ -568,11 +567,12 @@ def unparsed(text: str, error: str) -> Unparsed:
     return value
 
 
-def shallow(text: str | bytes) -> bool:
-    """Whether nothing parsed from this text can nest past MAX_DEPTH: it has no more brackets than that."""
+def shallow(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether nothing parsed from this text can nest past `limit`: it has no more brackets than that
+    (counting them is C-fast; only text with more is walked, by _depth_over)."""
     if isinstance(text, str):
-        return text.count("{") + text.count("[") <= MAX_DEPTH
-    return text.count(b"{") + text.count(b"[") <= MAX_DEPTH
+        return text.count("{") + text.count("[") <= limit
+    return text.count(b"{") + text.count(b"[") <= limit
 
 
 def check(value: Any, shallow: bool = False) -> Validated:

@@ -124,7 +124,7 @@ def _parse(text: str):
     try:
         return "value", protocol.parse(text, max_depth=None)
     except protocol.NotJSON as exc:
-        return "error", "deep" if "nested deeper" in str(exc) else str(exc) if "NaN" in str(exc) else "invalid"
+        return "error", str(exc)
 
 
 def _same(a, b) -> bool:
