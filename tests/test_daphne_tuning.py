@@ -94,6 +94,8 @@ def test_install_is_idempotent_and_reported():
         "assert p.create_xor_masker is t._create_xor_masker and t._native_masker is not t._create_xor_masker; "
         "assert p.hltype(t.install) == 'install' and p.hlval(3) == 3; "
         "assert p.WebSocketProtocol.fire is t._fire and t._native_fire is not t._fire; "
+        "assert p.WebSocketProtocol.processData is t._process_data and t._native_process_data is not None; "
+        "assert p.WebSocketProtocol.sendMessage is t._send_message and t._native_send_message is not None; "
         "print('ok')"
     )
     done = subprocess.run(
