@@ -45,10 +45,11 @@ and an incremental UTF-8 validator for it, checks a dozen protocol rules on
 the way and copies the rest of the buffer twice: ~24 % of the main thread at
 full load, for frames that are almost all one complete masked text frame of a
 few hundred bytes. While the buffer starts with such a frame (FIN, no RSV
-bits, text or binary, masked, its length in the shortest one- or two-byte
-form, all of it buffered; the socket open, no message in progress, no
-compression, limit, frame logging, timing or auto-ping timeout in play; the
-connection's options read once, at its first frame), it is unmasked, its
+bits so not compressed, text or binary, masked, its length in the shortest
+one- or two-byte form, all of it buffered and within the size limits; the
+socket open, no message in progress, no frame logging, timing or auto-ping
+timeout in play; the connection's options read once, at its first frame: a
+setting changed on a live connection is not seen), it is unmasked, its
 UTF-8 checked by Python's strict decoder and handed to the same message
 hooks in the same order with the same traffic counts; the buffer is cut once
 after the last of them. Anything else, or any doubt (invalid UTF-8 included),
@@ -261,6 +262,8 @@ def _whole_frame(self, data: bytes, at: int):
         start = at + 8
         if length < 126:  # not the shortest form (a violation), or not all of the header buffered
             return None
+    elif length == 127:  # the 8-byte form (64 KiB and more): autobahn's
+        return None
     end = start + length
     if (
         len(data) < end
@@ -315,8 +318,10 @@ def _send_message(self, payload, isBinary=False, fragmentSize=None, sync=False, 
     if (
         n <= 0xFFFF
         and type(payload) is bytes
+        and (isBinary is False or isBinary is True)  # autobahn asserts each of these is a bool
+        and sync is False
+        and (doNotCompress is False or doNotCompress is True)
         and fragmentSize is None
-        and not sync
         and self.state == self.STATE_OPEN
         and self._perMessageCompress is None
         and self.factory.isServer

@@ -98,14 +98,15 @@ def protocols(monkeypatch):
     return both
 
 
-def frame(opcode, payload, *, fin=True, rsv=0, mask=b"\x12\x34\x56\x78", long_form=False, masked=True):
-    """A client frame as the wire carries it (masked unless `masked` is False)."""
+def frame(opcode, payload, *, fin=True, rsv=0, mask=b"\x12\x34\x56\x78", long_form=False, long8=False, masked=True):
+    """A client frame as the wire carries it (masked unless `masked` is False; `long_form`, `long8`: its length
+    in the 2- or 8-byte form whatever it is)."""
     head = bytes([(0x80 if fin else 0) | (rsv << 4) | opcode])
     n = len(payload)
     flag = 0x80 if masked else 0
-    if n < 126 and not long_form:
+    if n < 126 and not long_form and not long8:
         head += bytes([flag | n])
-    elif n <= 0xFFFF:
+    elif n <= 0xFFFF and not long8:
         head += bytes([flag | 126]) + struct.pack("!H", n)
     else:
         head += bytes([flag | 127]) + struct.pack("!Q", n)
@@ -123,6 +124,12 @@ one_frame = st.one_of(
     st.builds(lambda p, m: frame(2, p, mask=m), st.binary(max_size=300), masks),
     st.builds(lambda n, m: frame(1, b"x" * n, mask=m), st.integers(126, 70_000), masks),  # 2- and 8-byte lengths
     st.builds(lambda p, m: frame(1, p, mask=m, long_form=True), texts, masks),  # length not minimally encoded
+    st.builds(lambda p, o: frame(o, p, long8=True), st.binary(max_size=300), st.sampled_from([1, 2])),  # nor here
+    st.builds(  # the edges of each length form
+        lambda n, o: frame(o, b"z" * n),
+        st.sampled_from([0, 1, 125, 126, 127, 65535, 65536, 65537]),
+        st.sampled_from([1, 2]),
+    ),
     st.builds(lambda p, m: frame(1, p, mask=m), st.binary(max_size=40), masks),  # mostly invalid UTF-8
     st.builds(lambda p: frame(1, p, masked=False), texts),  # unmasked: a protocol violation
     st.builds(lambda p, r: frame(1, p, rsv=r), texts, st.integers(1, 7)),  # RSV bits, nothing negotiated
@@ -164,6 +171,27 @@ def test_every_stream_of_frames_is_read_as_autobahn_reads_it(protocols, frames, 
                 protocol.dataReceived(stream[start:end])
         assert outcome(tuned, tuned_out) == outcome(native, native_out)
         start = end
+
+
+@pytest.mark.parametrize("cut", [0, 10, 133, 1460])
+@pytest.mark.parametrize("message", [frame(2, bytes(65536)), frame(1, b"x" * 70_000), frame(2, b"y" * 200, long8=True)])
+def test_the_eight_byte_length_form_is_read_as_autobahn_reads_it(protocols, message, cut):
+    """64 KiB and more (and a short message in that form, a violation): autobahn's reading, cut anywhere."""
+    (native, native_out), (tuned, tuned_out) = protocols()
+    for protocol in (native, tuned):
+        for piece in (message[:cut], message[cut:]):
+            if protocol.state != protocol.STATE_CLOSED:
+                protocol.dataReceived(piece)
+    assert outcome(tuned, tuned_out) == outcome(native, native_out)
+
+
+@pytest.mark.parametrize("arguments", [{"isBinary": 1}, {"isBinary": None}, {"sync": 0}, {"doNotCompress": None}])
+def test_a_send_with_arguments_autobahn_refuses_is_refused(protocols, arguments):
+    """autobahn asserts its flags are bools (unless Python runs with -O): so does the one-step write."""
+    for protocol, transport in protocols():
+        with pytest.raises(AssertionError):
+            protocol.sendMessage(b"hi", **arguments)
+        assert transport.value() == b""
 
 
 def test_whole_small_frames_are_read_in_one_step(protocols):
