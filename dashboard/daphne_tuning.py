@@ -157,6 +157,13 @@ def corked():
             _write(connection, b"".join(chunks))
 
 
+def _unmask(mask: bytes, data: bytes) -> bytes:
+    """`data` XOR the 4-byte `mask` repeated: one integer XOR (a frame's payload, or a piece starting at a
+    mask boundary)."""
+    n = len(data)
+    return (int.from_bytes(data, "little") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "little")).to_bytes(n, "little")
+
+
 class _SmallMasker:
     """Unmasks a small frame's payload with one integer XOR (autobahn's masker API: pointer, reset, process)."""
 
@@ -177,8 +184,7 @@ class _SmallMasker:
         shift = self._ptr & 3
         mask = self._mask[shift:] + self._mask[:shift] if shift else self._mask
         self._ptr += n
-        key = (mask * (n // 4 + 1))[:n]
-        return (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(n, "little")
+        return _unmask(mask, data)
 
 
 SMALL_FRAME = 1024  # bytes: below this one integer XOR is faster than building autobahn's native masker
@@ -217,11 +223,6 @@ def _fire(self, event, *args, **kwargs):
         self._check_event(event)
         return _FIRED
     return _native_fire(self, event, *args, **kwargs)
-
-
-def _unmask(mask: bytes, data: bytes) -> bytes:
-    n = len(data)
-    return (int.from_bytes(data, "little") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "little")).to_bytes(n, "little")
 
 
 def _whole_frame(self, data: bytes, at: int):
@@ -287,12 +288,12 @@ def _process_data(self) -> bool:
     autobahn cuts what it has read off the buffer twice a frame (a copy of the rest each time); these
     frames are read in place and the buffer cut once, after the last of them."""
     data = self.data
+    stats = self.trafficStats
     at = 0
     try:
         while (frame := _whole_frame(self, data, at)) is not None:
             at, payload, binary = frame
             length = len(payload)
-            stats = self.trafficStats
             stats.incomingOctetsWebSocketLevel += length
             stats.incomingOctetsAppLevel += length
             stats.incomingWebSocketFrames += 1
