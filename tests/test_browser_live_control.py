@@ -114,8 +114,14 @@ def test_an_operator_sends_text_and_ends_the_call_from_its_page(server, page):
         assert sent["content"] == "Offer the caller a callback <b>tomorrow</b>."
         assert sent["options"] == {"run_immediately": True, "audio_response": False}
         # The transcript: the words as typed (text, never markup), and who sent them with what answer.
+        # Two records from two writers: the bot's send-text comes in its next batch, the dashboard's note
+        # of the answer as soon as the answer does; either may be first, so the page is waited on for both.
         page.wait_for_function(
-            "document.getElementById('transcript').textContent.includes('sent text (44 characters')", timeout=WAIT_MS
+            """(() => {
+                const text = document.getElementById('transcript').textContent;
+                return text.includes('sent text (44 characters') && text.includes('a callback <b>tomorrow</b>.');
+            })()""",
+            timeout=WAIT_MS,
         )
         transcript = page.text_content("#transcript")
         assert "Offer the caller a callback <b>tomorrow</b>." in transcript
@@ -137,7 +143,10 @@ def test_an_operator_sends_text_and_ends_the_call_from_its_page(server, page):
             timeout=WAIT_MS,
         )
         assert not page.is_enabled("#control-end") and not page.is_enabled("#control-send-button")
-        assert "cancelled the call: the bot took it" in page.text_content("#transcript")
+        page.wait_for_function(
+            "document.getElementById('transcript').textContent.includes('cancelled the call: the bot took it')",
+            timeout=WAIT_MS,
+        )
 
         # A bot without the package's control: the actions are there, disabled, with the reason.
         page.goto(f"{server.url}/sessions/plain-{RUN}/")
