@@ -360,7 +360,11 @@ def test_a_transcript_line_plays_from_its_moment_and_the_cursor_follows(browser,
         box = page.locator("#audio-wave").bounding_box()
         x = layout["left"] + (replied - origin) / layout["duration"] * layout["plot"]
         page.mouse.click(box["x"] + x, box["y"] + layout["top"] + layout["row"])
-        page.wait_for_function(f"() => Math.abs(window.rtviSession.cursor.at - {replied}) < 0.2")
+        # The click moves the cursor at once; the transcript marks it in the page's next animation frame.
+        page.wait_for_function(
+            f"() => Math.abs(window.rtviSession.cursor.at - {replied}) < 0.2"
+            " && (document.querySelectorAll('#transcript li.bot')[0].getAttribute('class') || '').includes('cursor')"
+        )
         position = page.evaluate("() => window.rtviAudio.position")
         assert position == pytest.approx(replied, abs=layout["duration"] / layout["plot"] + 0.01)
         assert page.evaluate("() => document.getElementById('audio').paused")  # it was paused: it stays so

@@ -7,6 +7,7 @@ import uuid
 import httpx
 import pytest
 import websockets.sync.client as ws
+from playwright.sync_api import expect
 
 from tests.conftest import log_in
 from tests.sockets import rtvi, wrap
@@ -68,6 +69,8 @@ def test_the_overview_shows_new_errors_and_a_firing_alert_without_a_reload(brows
         groups = page.locator("[data-testid=error-groups] tbody")
         groups.locator("text=TTS websocket reconnected after <n> ms").wait_for(timeout=15000)
         row = groups.locator("tr", has_text="TTS websocket reconnected")
+        # The panel may have been read between the two errors' stores: its next read has both.
+        expect(row.locator("td.num")).to_have_text("2", timeout=15000)
         assert row.locator("td.num").inner_text() == "2" and noisy in row.inner_text()
 
         dead = f"dead-{uuid.uuid4().hex[:6]}"

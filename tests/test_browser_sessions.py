@@ -97,9 +97,16 @@ def test_a_live_session_in_the_browser(page, demo_server):
     bot.send("user-started-speaking")
     page.wait_for_function("() => document.getElementById('speaker').dataset.speaker === 'user'")
 
-    # Charts draw points for the metrics sent: read the chart's own data.
+    # Charts draw points for the metrics sent: read the chart's own data. The ttfb, the processing time and the
+    # turn's latency come in three messages, and the charts redraw at most every 500 ms: wait for all three.
     page.wait_for_function(
-        "() => window.rtviSession.charts['chart-ttfb'] && window.rtviSession.charts['chart-ttfb'].plot.data[1].includes(250)"
+        """() => {
+            const charts = window.rtviSession.charts;
+            const processing = charts['chart-processing']?.plot.data[1];
+            return charts['chart-ttfb'] && charts['chart-ttfb'].plot.data[1].includes(250)
+                && processing && processing.length === 1 && processing[0] === 500
+                && charts['chart-latency']?.plot.data[1].length === 1;
+        }"""
     )
     assert page.evaluate("() => window.rtviSession.charts['chart-processing'].plot.data[1]") == [500]
     assert page.evaluate("() => window.rtviSession.charts['chart-latency'].plot.data[1].length") == 1

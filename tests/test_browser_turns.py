@@ -131,7 +131,14 @@ def test_the_session_page_takes_each_turn_apart_and_keeps_it_current(browser, tu
 
         # Live: a new turn shows within the page's next read (every 5 s).
         bot.play(pipecat_turn("Thanks!", ["You're welcome!"]))
-        page.wait_for_function("document.querySelectorAll('[data-testid=turns] tbody tr').length === 5", timeout=15000)
+        # A read during the turn's messages has its row without what the user said: wait for the row as stored.
+        page.wait_for_function(
+            """() => {
+                const rows = document.querySelectorAll('[data-testid=turns] tbody tr');
+                return rows.length === 5 && rows[4].innerText.includes('User: Thanks!');
+            }""",
+            timeout=15000,
+        )
         assert "User: Thanks!" in rows(page)[-1]
 
         # At 390 px: the table is stacked rows, each value after its column's name, nothing cut at the edge.
