@@ -272,7 +272,7 @@ def _whole_frame(self, data: bytes, at: int):
         or 0 < message_limit < length  # (the hooks would fail it too; autobahn's path does)
     ):
         return None
-    payload = _unmask(data[start - 4 : start], data[start:end]) if length else b""
+    payload = _unmask(data[start - 4 : start], data[start:end])
     binary = data[at] == 0x82
     if not binary and utf8:
         try:

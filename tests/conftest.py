@@ -1,8 +1,10 @@
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from django.core.cache import cache
 
@@ -215,6 +217,20 @@ def log_in(page, server, username, password):
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
+
+
+def wait_until_firing(server, api_key: str, session_id: str, rules=(), seconds: float = 30) -> list[dict]:
+    """The firing alerts that name `session_id`, once there is one (and every rule named in `rules` is among
+    them), asked of the real server's API. A page rendered once (the alerts page) must be opened after this."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = httpx.get(f"{server.url}/api/alerts/?status=firing", headers=headers)
+        alerts = [alert for alert in answer.json()["alerts"] if session_id in alert.get("session_ids", [])]
+        if alerts and set(rules) <= {alert["rule_name"] for alert in alerts}:
+            return alerts
+        assert time.monotonic() < deadline, f"no alert {set(rules) or ''} fired for {session_id}: {answer.text}"
+        time.sleep(0.2)
 
 
 @pytest.fixture

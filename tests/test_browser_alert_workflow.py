@@ -8,7 +8,7 @@ import httpx
 import pytest
 import websockets.sync.client as ws
 
-from tests.conftest import SCREENSHOTS, log_in
+from tests.conftest import SCREENSHOTS, log_in, wait_until_firing
 from tests.sockets import rtvi, wrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -77,14 +77,7 @@ def test_acknowledge_silence_and_note_on_the_alerts_page_at_desktop_and_390(brow
     dead = fatal_call(server, token)  # fires the demo's "Fatal errors" and "Any fatal error"
     # The alerts page is rendered once and never refreshes: open it only once the evaluator (every 0.5 s) has
     # fired both, else a page loaded before that round never shows the rows.
-    deadline = time.monotonic() + 20
-    while True:
-        firing = httpx.get(f"{server.url}/api/alerts/?status=firing", headers={"Authorization": f"Bearer {key}"})
-        fired = {a["rule_name"] for a in firing.json()["alerts"] if dead in a.get("session_ids", [])}
-        if {"Fatal errors", "Any fatal error"} <= fired:
-            break
-        assert time.monotonic() < deadline, f"the fatal call's alerts never fired: {firing.text}"
-        time.sleep(0.2)
+    wait_until_firing(server, key, dead, rules={"Fatal errors", "Any fatal error"}, seconds=20)
 
     for width, height, rule_name in ((1280, 900, "Fatal errors"), (390, 844, "Any fatal error")):
         context = browser.new_context(viewport={"width": width, "height": height})

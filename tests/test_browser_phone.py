@@ -13,11 +13,10 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 import websockets.sync.client as ws
 
-from tests.conftest import log_in
+from tests.conftest import log_in, wait_until_firing
 from tests.sockets import rtvi, wrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
@@ -81,20 +80,12 @@ def phone_data():
         )
         stream(server, token, FATAL, agent_id, call(fatal=True))
         bots.append(stream(server, token, CALM, agent_id, call(fatal=False), close=False))
-        deadline = time.monotonic() + 30
-        headers = {"Authorization": f"Bearer {key}"}
-        while not any(FATAL in a.get("session_ids", []) for a in firing(server, headers)):
-            assert time.monotonic() < deadline, "the demo's fatal-error rule never fired"
-            time.sleep(0.3)
+        wait_until_firing(server, key, FATAL)
         yield server, username, password, agent_id, agent_name
     finally:
         for bot in bots:
             bot.close()
         server.stop()
-
-
-def firing(server, headers) -> list[dict]:
-    return httpx.get(f"{server.url}/api/alerts/?status=firing", headers=headers).json()["alerts"]
 
 
 def screenshots() -> Path:
