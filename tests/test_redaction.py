@@ -92,20 +92,43 @@ def test_redaction_is_idempotent_and_keeps_text_without_digits_or_at_signs(text)
         assert once == text
 
 
-def test_json_values_are_redacted_keys_and_the_message_envelope_are_not():
+def test_every_field_number_and_key_is_redacted_but_the_type_and_label():
     counts = {}
     message = {
         "label": "rtvi-ai",
         "type": "llm-function-call",
         "id": "4111111111111111",
-        "data": {"function_name": "refund", "args": {"email": "a.b@example.com", "cards": ["4111 1111 1111 1111"]}},
+        "extra": {"4155550100": "a key that is a number"},
+        "data": {
+            "function_name": "refund",
+            "args": {"email": "a.b@example.com", "cards": ["4111 1111 1111 1111"], "card_number": 4111111111111111},
+            "phone": 4155550123,
+            "amount": 12.5,
+            "ok": True,
+        },
     }
     out = DEFAULT.message(message, counts)
-    assert out["data"]["args"] == {"email": "[email]", "cards": ["[card]"]}
-    assert out["id"] == "4111111111111111" and out["type"] == "llm-function-call"
-    assert counts == {"email": 1, "card": 1}
-    clean = {"label": "rtvi-ai", "type": "bot-llm-text", "data": {"text": "Hello there"}}
+    assert out["data"]["args"] == {"email": "[email]", "cards": ["[card]"], "card_number": "[card]"}
+    assert out["data"]["phone"] == "[phone]" and out["data"]["amount"] == 12.5 and out["data"]["ok"] is True
+    assert out["id"] == "[card]" and out["extra"] == {"[phone]": "a key that is a number"}
+    assert out["type"] == "llm-function-call" and out["label"] == "rtvi-ai"
+    assert counts == {"email": 1, "card": 3, "phone": 2}
+    clean = {"label": "rtvi-ai", "type": "bot-llm-text", "id": "msg-1", "data": {"text": "Hello there", "n": 3}}
     assert DEFAULT.message(clean, {}) is clean  # nothing found: nothing copied
+
+
+@pytest.mark.parametrize(
+    "said,stored",
+    [
+        ("my card is ４１１１ １１１１ １１１１ １１１１.", "my card is [card]."),  # full-width digits
+        ("رقمي ٤١٥٥٥٥٠١٠٠ شكرا", "رقمي [phone] شكرا"),  # Arabic-Indic digits
+        ("4111 – 1111 – 1111 – 1111", "[card]"),  # an en dash, spaced
+        ("4111--1111..1111  1111", "[card]"),  # several separators in a row
+        ("call 415 555 0100", "call [phone]"),  # no-break spaces
+    ],
+)
+def test_digits_and_separators_are_read_as_a_person_reads_them(said, stored):
+    assert redacted(said)[0] == stored
 
 
 @pytest.mark.parametrize(
