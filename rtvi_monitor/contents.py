@@ -4,7 +4,7 @@ One entry per place, each a function that erases that place for a set of session
 all, and everything that removes contents calls it: erasing a session (sessions.erase_session, from the
 API, the admin and the organization's Erase page), erasing a caller (sessions.erase_caller) and
 retention's purges (rtvi_monitor/retention.py). A place added here is reached by all three;
-tests/test_contents.py fails when a model that can hold text is related to a session and is in no entry
+tests/test_contents.py fails when a model that can hold text (or points at a session) is in no entry
 (nor in its short list of what holds no words, each with its reason).
 
 The places that hold no words, so nothing needs erasing there (said once, here):
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 
 from dashboard.models import AuditEntry
 from rtvi_monitor.models import Alert, AlertNote, AudioChunk, Event, Session, SessionAudio, Span
@@ -179,11 +179,14 @@ def erase(sessions: Iterable[Session]) -> dict[str, int]:
 
 
 def settle() -> None:
-    """After an erase or a purge has committed: on SQLite, fold the write-ahead log into the database file and
-    truncate it, so the old pages (the words before they were overwritten with zeros) are in no file. Waits
-    for readers as the connection's timeout allows; a checkpoint that could not finish is logged, and the next
-    (SQLite's own, or the next erase's) completes it."""
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
+    """After an erase or a purge (once it has committed): on SQLite, fold the write-ahead log into the
+    database file and truncate it, so the old pages (the words before secure_delete zeroed them) are in no
+    file. Waits for readers as the connection's timeout allows; one that could not finish is logged, and
+    the next erase's or purge's finishes it (as does the last connection's close)."""
+    if connection.vendor != "sqlite":
+        return
+    if connection.in_atomic_block:  # the site admin deletes inside its own transaction: once that commits
+        transaction.on_commit(settle)
         return
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
