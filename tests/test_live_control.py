@@ -137,7 +137,7 @@ async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(
         await asyncio.sleep(0.02)
     assert session.status == Session.Status.ENDED
     (entry,) = await audit_entries("session_ended")
-    assert entry.detail == {"mode": "cancel", "ok": True, "error": ""}
+    assert entry.detail == {"mode": "cancel", "ok": True, "status": 200, "outcome": "taken"}
     # Ended: nothing more can be asked of it, and the page and the API say why.
     assert (await client.get("/api/sessions/call-1/control/")).json()["reason"] == "the session has ended"
     refused = await post(client, "/api/sessions/call-1/end/")
