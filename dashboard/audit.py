@@ -92,15 +92,16 @@ def wordless(detail: dict) -> dict:
     }
 
 
-def forget_contents(organization_id, targets) -> int:
-    """Take the words out of the details of the organization's entries about these targets (session ids):
-    entries written before details held none (a bot's refusal quoted whole) keep who did what and when.
+def forget_contents(organization_id, targets, since) -> int:
+    """Take the words out of the details of the organization's entries about these targets (session ids) since
+    `since` (when the first began): entries written before details held none (a bot's refusal quoted whole)
+    keep who did what and when.
 
     The one change the append-only log allows, and only of its details: an erase must reach every copy
     of a caller's words (rtvi_monitor/contents.py). Returns the entries changed.
     """
     changed = 0
-    entries = AuditEntry.objects.filter(organization_id=organization_id, target__in=list(targets))
+    entries = AuditEntry.objects.filter(organization_id=organization_id, at__gte=since, target__in=list(targets))
     for pk, detail in entries.values_list("pk", "detail"):
         if isinstance(detail, dict) and (kept := wordless(detail)) != detail:
             # Past AuditQuerySet.update, which refuses every other change.

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.db.models import Q
 
 from dashboard.models import AuditEntry
 from rtvi_monitor.models import Alert, AlertNote, AudioChunk, Event, Session, SessionAudio, Span
@@ -104,8 +105,11 @@ def _alerts(sessions: list[Session]) -> int:
     changed = 0
     for organization_id, of_org in _by_organization(sessions).items():
         ids = {s.session_id for s in of_org}
-        alerts = Alert.objects.filter(organization_id=organization_id).select_related("rule")
-        naming = [alert for alert in alerts if ids & set(alert.session_ids or ())]
+        # Only those with something to clean (old figures with texts, or notes), then those naming the calls.
+        alerts = Alert.objects.filter(organization_id=organization_id).filter(
+            Q(figures__has_key="errors") | Q(notes__isnull=False)
+        )
+        naming = [alert for alert in alerts.distinct().select_related("rule") if ids & set(alert.session_ids or ())]
         for alert in naming:
             if isinstance((alert.figures or {}).get("errors"), list):  # the texts, as fatal_error kept them
                 figures = {k: v for k, v in alert.figures.items() if k != "errors"}
@@ -124,7 +128,8 @@ def _audit(sessions: list[Session]) -> int:
 
     changed = 0
     for organization_id, of_org in _by_organization(sessions).items():
-        changed += audit.forget_contents(organization_id, [s.session_id for s in of_org])
+        since = min(s.started_at for s in of_org)  # nothing is about a call before it began: the log's index
+        changed += audit.forget_contents(organization_id, [s.session_id for s in of_org], since)
     return changed
 
 
