@@ -17,6 +17,7 @@ import logging
 from asgiref.sync import sync_to_async
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
+from django.db.models import QuerySet
 from django.dispatch import receiver
 
 from dashboard.models import AuditEntry, Membership
@@ -74,6 +75,38 @@ def record(organization, action: str, target: str = "", *, request=None, scope=N
         )
     except Exception:
         logger.exception("Could not write an audit entry (%s %s)", action, target)
+
+
+# The only strings an entry about a session keeps once the session's contents are erased: they are the
+# dashboard's own words (how it was read, how a call was ended, what came of a request), never a caller's
+# or a bot's. Numbers, booleans and nulls stay too.
+WORDLESS_KEYS = frozenset({"via", "mode", "outcome"})
+
+
+def wordless(detail: dict) -> dict:
+    """An entry's detail with no text but the dashboard's own (WORDLESS_KEYS): counts, flags and ids stay."""
+    return {
+        key: value
+        for key, value in detail.items()
+        if value is None or isinstance(value, bool | int | float) or (key in WORDLESS_KEYS and isinstance(value, str))
+    }
+
+
+def forget_contents(organization_id, targets, since) -> int:
+    """Take the words out of the details of the organization's entries about these targets (session ids) since
+    `since` (when the first began): entries written before details held none (a bot's refusal quoted whole)
+    keep who did what and when.
+
+    The one change the append-only log allows, and only of its details: an erase must reach every copy
+    of a caller's words (rtvi_monitor/contents.py). Returns the entries changed.
+    """
+    changed = 0
+    entries = AuditEntry.objects.filter(organization_id=organization_id, at__gte=since, target__in=list(targets))
+    for pk, detail in entries.values_list("pk", "detail"):
+        if isinstance(detail, dict) and (kept := wordless(detail)) != detail:
+            # Past AuditQuerySet.update, which refuses every other change.
+            changed += QuerySet.update(AuditEntry.objects.filter(pk=pk), detail=kept)
+    return changed
 
 
 READ_AGAIN = 60  # seconds: the same actor reading the same session again within this is one entry

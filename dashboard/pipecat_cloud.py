@@ -655,6 +655,15 @@ def _cache_prefix(organization, base_url: str, call: _Call) -> str:
     return f"platform:{organization.pk}:{hashlib.sha256(what.encode()).hexdigest()[:40]}"
 
 
+def session_cache_keys(organization, agent_name: str, session_id: str, log_lines: int) -> list[str]:
+    """The cache entries that hold what the agents API said of one session, as the session page asks it
+    (get_platform_session, and get_logs of its `log_lines` oldest first): an erase removes them."""
+    base_url, _ = organization.agents_api
+    filters = LogFilters(limit=log_lines, session_id=session_id, order="asc")
+    calls = [_session_call(agent_name, session_id), _logs_call(agent_name, filters)]
+    return [key for call in calls for key in cache_keys(_cache_prefix(organization, base_url, call)).values()]
+
+
 async def _payload(organization, call: _Call) -> dict:
     base_url, api_key = organization.agents_api
     return {"body": (await _call(base_url, api_key, call))[1]}

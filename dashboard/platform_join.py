@@ -210,6 +210,19 @@ def log_json(line) -> dict:
     return {"log": line.text, "timestamp": line.timestamp_raw, "level": line.level}
 
 
+def session_cache_keys(organization, session: Session) -> list[str]:
+    """The cache entries session_platform fills for this session (the platform's record and log lines of it),
+    under each name the agent may have been asked by: the one the session recorded, its built-in row's."""
+    names = {session.agent_name, session.agent.name if session.agent_id and session.agent else ""} - {""}
+    keys = []
+    for name in sorted(names):
+        try:
+            keys += pipecat_cloud.session_cache_keys(organization, name, session.session_id, SESSION_LOG_LINES)
+        except ValueError:  # a name or id no request could have been made with
+            continue
+    return keys
+
+
 async def session_platform(organization, session: Session) -> dict | None:
     """What the agents API says of this session: its record and log lines; None when it does not know it.
 

@@ -128,10 +128,12 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.getenv("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
             # WAL lets the live server write while pages read; a generous
-            # timeout rides out the writer's short transactions.
+            # timeout rides out the writer's short transactions. secure_delete:
+            # what is deleted (an erased call's words) is overwritten with zeros,
+            # not left in free pages (rtvi_monitor/contents.py settles the WAL).
             "OPTIONS": {
                 "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
                 "transaction_mode": "IMMEDIATE",
             },
             "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(BASE_DIR / "test-db.sqlite3"))},

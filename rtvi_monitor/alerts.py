@@ -111,10 +111,14 @@ def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context
         return []
     sessions = list(dict.fromkeys(sid for g in sorted(groups, key=lambda g: -g.last_at) for sid in g.sessions))
     agents = sorted({(g.agent_name or g.agent_id) if g.agent_id else "no agent" for g in groups})
-    texts = [g.example for g in sorted(groups, key=lambda g: -g.last_at)]
-    many = "s" if len(sessions) > 1 else ""
-    summary = f"Fatal error in {len(sessions)} session{many} ({', '.join(agents)}): {texts[0]}"
-    figures = {"sessions": len(sessions), "errors": texts[:5], "window_minutes": window}
+    errors = sum(g.count for g in groups)
+    # Counts and ids, never what the errors said: a bot's error can quote its caller, and an alert outlives
+    # the call (resolved, kept for keep_alerts_days), goes to Slack, e-mail and PagerDuty, and is read by
+    # viewers. Holding no words, it has nothing an erase or a purge must reach; the sessions named say the rest.
+    many, plural, kinds = "s" if len(sessions) > 1 else "", "s" if errors > 1 else "", len(groups)
+    summary = f"Fatal error in {len(sessions)} session{many} ({', '.join(agents)}): {errors} error{plural}"
+    summary += f" of {kinds} kinds" if kinds > 1 else ""
+    figures = {"sessions": len(sessions), "fatal_errors": errors, "kinds": kinds, "window_minutes": window}
     agent = rule.target_agent
     return [Finding("", summary, figures, sessions[:SESSIONS_NAMED], agent)]
 

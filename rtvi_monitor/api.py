@@ -366,6 +366,18 @@ async def session_control_json(request, session_id):
     return StrictJsonResponse(answer)
 
 
+# What the audit log says of the bot's answer, by the API's status: never the words of an error (a bot's
+# refusal can quote the text it was sent, or the call). Those are in the session's own messages, erased
+# and purged with it; the log, served to every admin at GET /api/audit/, keeps none (rtvi_monitor/contents.py).
+OUTCOMES = {
+    200: "taken",
+    500: "failed in the dashboard",
+    502: "refused by the bot",
+    503: "server process unreachable",
+    504: "no answer in time",
+}
+
+
 async def _act_on_call(request, session_id, action: str, parse, ask, record: str, details):
     """What end/ and send-text/ share: the CSRF check, the session, the body (`parse`: (body, problem)),
     the bot asked (`ask`), and the audit entry for whatever the bot answered (a 409 never reached it)."""
@@ -386,7 +398,8 @@ async def _act_on_call(request, session_id, action: str, parse, ask, record: str
             request=request,
             **details(body),
             ok=outcome.ok,
-            error=outcome.error,
+            status=outcome.status,
+            outcome=OUTCOMES.get(outcome.status, "failed"),
         )
     return _control_answer(session, action, outcome)
 

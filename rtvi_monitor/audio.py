@@ -358,13 +358,18 @@ def analysis_of(session) -> dict:
 ANALYSIS_CACHE_SECONDS = 60
 
 
+def analysis_cache_key(session_pk: int, chunks: int) -> str:
+    """Where a live recording's analysis is cached, per number of chunks stored (rtvi_monitor/contents.py erases it)."""
+    return f"audio-analysis:{session_pk}:{chunks}"
+
+
 def current_analysis(recording, session) -> dict:
     """The recording's analysis as of the chunks stored now: the stored one once the call has ended and been
     settled; while it is live, made from every chunk's speech, once per number of chunks stored (a page polls
     a live call's figures every few seconds; a chunk comes every few seconds per track)."""
     if session.status == session.Status.ENDED and recording.comparison:
         return recording.analysis
-    key = f"audio-analysis:{recording.pk}:{recording.chunks}"
+    key = analysis_cache_key(recording.pk, recording.chunks)
     analysis = cache.get(key)
     if analysis is None:
         analysis = analysis_of(session)

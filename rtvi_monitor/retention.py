@@ -3,11 +3,12 @@
 Per organization (dashboard.models.Organization, the admin), in days after a
 call ended, each kind on its own, blank meaning "until deleted":
 
-- `keep_messages_days`: an ended call's stored messages, its final state,
-  its transcript text (what people said) and its trace spans (their
-  attributes carry the LLM's text); its row and figures (duration,
-  turns, latency, errors, cost) stay, and `contents_purged_at` says when;
-- `keep_sessions_days`: the ended call itself, messages and all;
+- `keep_messages_days`: an ended call's contents, wherever they are kept
+  (rtvi_monitor/contents.py: its messages, final state, transcript text,
+  the spans of its traces, its recording, cached copies, words in old
+  alerts and audit details); its row and figures (duration, turns,
+  latency, errors, cost) stay, and `contents_purged_at` says when;
+- `keep_sessions_days`: the ended call itself, contents and all;
 - `keep_spans_days`: trace spans (by their start);
 - `keep_alerts_days`: resolved alerts and their deliveries;
 - `keep_audio_days`: an ended call's recording (rtvi_monitor/audio.py), files and rows; blank: it goes
@@ -36,7 +37,7 @@ from django.utils import timezone
 
 from dashboard import audit
 from dashboard.models import Organization
-from rtvi_monitor import audio
+from rtvi_monitor import audio, contents
 from rtvi_monitor.alerts import acquire
 from rtvi_monitor.dbthread import RETENTION_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.registry import SERVER_ID
@@ -95,13 +96,6 @@ def _delete_messages(pks, batch: int) -> tuple[int, list[int]]:
     return deleted, emptied
 
 
-def _delete_spans(organization, pks) -> None:
-    """The calls' trace spans: contents too (their attributes carry the LLM's and the TTS's text), so they
-    go with the messages, whatever the spans' own days (an agent's shorter days included)."""
-    conversations = list(Session.objects.filter(pk__in=pks).values_list("session_id", flat=True))
-    Span.objects.filter(organization=organization, conversation_id__in=conversations).delete()
-
-
 def _ended_before(organization, calls: Q, cutoff):
     return Session.objects.filter(
         calls, organization=organization, status=Session.Status.ENDED, ended_at__lt=cutoff
@@ -113,10 +107,9 @@ def _purge_messages(organization, calls: Q, cutoff, batch: int) -> tuple[int, in
     due = _ended_before(organization, calls, cutoff).filter(contents_purged_at__isnull=True)
     deleted, emptied = _delete_messages(due.values_list("pk", flat=True)[:batch], batch)
     if emptied:
-        _delete_spans(organization, emptied)
         with transaction.atomic():
-            audio.delete_audio(emptied)
-        Session.objects.filter(pk__in=emptied).update(state=None, transcript_text="", contents_purged_at=timezone.now())
+            contents.erase(Session.objects.filter(pk__in=emptied))
+            Session.objects.filter(pk__in=emptied).update(contents_purged_at=timezone.now())
     return deleted, len(emptied)
 
 
@@ -126,9 +119,8 @@ def _purge_calls(organization, calls: Q, cutoff, batch: int) -> tuple[int, int]:
     due = _ended_before(organization, calls, cutoff)
     deleted, emptied = _delete_messages(due.values_list("pk", flat=True)[:batch], batch)
     if emptied:
-        _delete_spans(organization, emptied)
         with transaction.atomic():
-            audio.delete_audio(emptied)
+            contents.erase(Session.objects.filter(pk__in=emptied))
             Session.objects.filter(pk__in=emptied).delete()
     return deleted, len(emptied)
 
@@ -185,6 +177,8 @@ def purge_round(now=None, batch: int | None = None) -> dict:
         if counts:
             audit.record(organization, audit.Action.PURGED, "retention", actor="retention", **counts)
             removed[organization.pk] = counts
+    if removed:
+        contents.settle()
     return removed
 
 

@@ -444,27 +444,31 @@ def _merged(histograms: list[dict[int, int]]) -> dict[int, int]:
 
 
 def erase_session(session: Session) -> dict | None:
-    """Delete the session, its stored messages and its trace spans, in one transaction: what was erased.
+    """Erase the session from every place its contents are kept (rtvi_monitor/contents.py), then its row, in
+    one transaction: what was erased ({"messages": n, "spans": n, and each other place that changed}).
 
     None, and nothing deleted, while it is live: its bot would go on streaming into a session that
     no longer exists (end the call first; a bot that reconnects later starts a new one).
     """
     from django.db import transaction
 
-    from rtvi_monitor import audio
-    from rtvi_monitor.models import Event, Span
+    from rtvi_monitor import contents
 
     with transaction.atomic():
         locked = Session.objects.select_for_update().filter(pk=session.pk, status=Session.Status.ENDED).first()
         if locked is None:
             return None
-        events = Event.objects.filter(session_id=session.pk).count()
-        spans, _ = Span.objects.filter(
-            organization_id=session.organization_id, conversation_id=session.session_id
-        ).delete()
-        chunks = audio.delete_audio([session.pk])  # the files once this commits
+        erased = contents.erase([locked])
         locked.delete()
-    return {"messages": events, "spans": spans, **({"audio_chunks": chunks} if chunks else {})}
+    contents.settle()
+    return _erased(erased)
+
+
+def _erased(counts: dict) -> dict:
+    """What an erase says it did: messages and spans always, the other places when they changed (the row's
+    own fields went with it)."""
+    others = {"audio_chunks" if k == "audio" else k: n for k, n in counts.items() if n and k != "derived"}
+    return {"messages": 0, "spans": 0, **others}
 
 
 def sessions_of_caller(organization, user_id: str):
@@ -550,6 +554,13 @@ def _session_summary(session_pk: int, session_id: str, organization_id, ended: b
     return result
 
 
+def summary_cache_key(session_pk: int, event_count: int) -> str:
+    """Where an ended session's turn summary is cached: by its message count (a reopened one is read again) and
+    the thresholds it was judged by (rtvi_monitor/contents.py erases it)."""
+    judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
+    return f"turns:summary:v2:{session_pk}:{event_count}:{judged}"
+
+
 def agent_turn_figures(organization, agent_key: str, period: str, now, active_deployment_id: str | None = None) -> dict:
     """An agent's turns over a period ("24h" or "7d"): interruption and backchannel rates, each stage's p50/p95,
     overall and per deployment (the one recorded when each session's bot connected), newest deployment first.
@@ -584,7 +595,7 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
         summaries = []
         for pk, session_id, status, deployment_id, event_count, started_at in rows:
             ended = status == Session.Status.ENDED
-            summary_key = f"turns:summary:v2:{pk}:{event_count}:{judged}"
+            summary_key = summary_cache_key(pk, event_count)
             summary = _session_summary(pk, session_id, organization.pk, ended, summary_key, session_id in traced)
             summaries.append(summary)
             by_deployment.setdefault(deployment_id, []).append(summary)

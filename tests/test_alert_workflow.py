@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import AuditEntry
+from dashboard.models import Agent, AuditEntry
 from rtvi_monitor import alerts
 from rtvi_monitor.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule, Session
 from tests.conftest import make_member
@@ -420,15 +420,17 @@ def test_opsgenie_gets_an_alias_and_is_acknowledged_and_closed_by_it(org, upstre
     assert ack["json"]["user"] == "operator" and ack["json"]["source"] == "RTVI dashboard"
 
 
-def test_slack_gets_text_and_blocks_with_the_bots_words_as_text(org, upstream):
+def test_slack_gets_text_and_blocks_with_names_as_text_and_no_bot_words(org, upstream):
     rule = fatal_rule(org, runbook_url="/alerts/runbook/#fatal-errors")
     AlertChannel.objects.create(rule=rule, kind="slack", secret=f"{upstream.url}/services/T0/B0/XyZsecret")
-    fatal_session(org, text="<!channel> <https://evil.example|reset your key>")
+    agent = Agent.objects.create(organization=org, name="<!channel> bot")
+    fatal_session(org, agent=agent, text="<https://evil.example|reset your key>")
     evaluate(rule)
     deliver_due()
     (request,) = upstream.to("/services/")
     body = request["json"]
     assert body["text"].startswith("[FIRING] Fatal errors: Fatal error in 1 session")
+    assert "evil.example" not in json.dumps(body)  # what the error said is in no alert (it can quote the caller)
     assert "<!channel>" not in json.dumps(body) and "&lt;!channel&gt;" in body["blocks"][1]["text"]["text"]
     assert body["blocks"][0] == {"type": "header", "text": {"type": "plain_text", "text": "FIRING: Fatal errors"}}
     buttons = {b["text"]["text"]: b["url"] for b in body["blocks"][-1]["elements"]}

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import Price
+from dashboard.models import Agent, Price
 from rtvi_monitor import alerts
 from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, Lease, Session
 from tests.agents_samples import BASE, KEY, URL
@@ -160,14 +160,17 @@ def test_a_fatal_error_counts_from_when_it_came_not_how_long_its_session_goes_on
     assert evaluate(fatal) == (0, 0)
 
 
-def test_a_bots_error_text_reaches_slack_as_text(org, agents, httpx_mock):
+def test_a_bots_error_text_never_reaches_slack_and_what_does_is_text(org, agents, httpx_mock):
     fatal = rule(org, C.FATAL_ERROR)
-    fatal_session(org, "call-1", text="<!channel> <https://evil.example|Reset your key> & co")
+    named = Agent.objects.create(organization=org, name="<!channel> & co")
+    fatal_session(org, "call-1", named, text="<https://evil.example|Reset your key> said the caller")
     evaluate(fatal)
     httpx_mock.add_response(url="https://hooks.example.com/rtvi", method="POST")
     _deliver_due()
-    text = json.loads(httpx_mock.get_requests()[-1].content)["text"]
-    assert "&lt;!channel&gt; &lt;https://evil.example|Reset your key&gt; &amp; co" in text and "<!channel>" not in text
+    body = httpx_mock.get_requests()[-1].content.decode()
+    assert "evil.example" not in body and "said the caller" not in body  # the error's words: nowhere
+    text = json.loads(body)["text"]
+    assert "(&lt;!channel&gt; &amp; co): 1 error" in text and "<!channel>" not in text
 
 
 def test_no_sessions_forgets_a_deleted_agent(org, agents):
@@ -231,8 +234,7 @@ def test_a_webhook_is_retried_with_back_off_then_sent_with_what_happened(org, ag
     assert (delivery.status, delivery.attempts) == ("sent", 2)
     body = json.loads(httpx_mock.get_requests(method="POST")[-1].content)
     assert body["text"] == (
-        "[FIRING] fatal_error rule: Fatal error in 1 session (support-bot): LLM service returned 401 Unauthorized"
-        " <https://rtvi.example.com/alerts/>"
+        "[FIRING] fatal_error rule: Fatal error in 1 session (support-bot): 1 error <https://rtvi.example.com/alerts/>"
     )
     assert body["rule"] == {
         "id": fatal.pk,
@@ -244,7 +246,9 @@ def test_a_webhook_is_retried_with_back_off_then_sent_with_what_happened(org, ag
     assert body["agent"] == {"id": str(agents[0].pk), "name": "support-bot"}
     assert body["session_ids"] == ["call-9"]
     assert body["session_urls"] == ["https://rtvi.example.com/sessions/call-9/"]
-    assert body["figures"]["errors"] == ["LLM service returned 401 Unauthorized"]
+    # Counts, never what the error said: it can quote the caller, and the alert outlives the call.
+    assert body["figures"] == {"sessions": 1, "fatal_errors": 1, "kinds": 1, "window_minutes": 15}
+    assert "401" not in json.dumps(body)
 
 
 def test_a_delivery_that_keeps_failing_is_marked_failed(org, httpx_mock, settings):

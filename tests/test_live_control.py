@@ -110,7 +110,8 @@ async def test_an_operator_sends_text_the_bot_gets_it_answers_and_everything_is_
         "run_immediately": True,
         "audio_response": False,
         "ok": True,
-        "error": "",
+        "status": 200,
+        "outcome": "taken",
     }
     assert text not in json.dumps(entry.detail)
     await bot.disconnect()
@@ -136,7 +137,7 @@ async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(
         await asyncio.sleep(0.02)
     assert session.status == Session.Status.ENDED
     (entry,) = await audit_entries("session_ended")
-    assert entry.detail == {"mode": "cancel", "ok": True, "error": ""}
+    assert entry.detail == {"mode": "cancel", "ok": True, "status": 200, "outcome": "taken"}
     # Ended: nothing more can be asked of it, and the page and the API say why.
     assert (await client.get("/api/sessions/call-1/control/")).json()["reason"] == "the session has ended"
     refused = await post(client, "/api/sessions/call-1/end/")
@@ -175,8 +176,11 @@ async def test_the_bots_refusal_and_its_silence_are_the_answer(org, ingest_token
         "operator alice sent text (2 characters; run now, spoken): the bot did not take it: the pipeline has ended",
         "operator alice ended the call: the bot did not answer within 0.3 s",
     ]
-    assert [e.detail["ok"] for e in await audit_entries("session_text_sent")] == [False]
-    assert (await audit_entries("session_ended"))[0].detail["error"] == "the bot did not answer within 0.3 s"
+    # The audit log says what came of it, never in the bot's words: those may quote the call.
+    (refused,) = await audit_entries("session_text_sent")
+    assert refused.detail["ok"] is False and refused.detail["outcome"] == "refused by the bot"
+    assert "pipeline has ended" not in json.dumps(refused.detail)
+    assert (await audit_entries("session_ended"))[0].detail["outcome"] == "no answer in time"
     await bot.disconnect()
 
 
