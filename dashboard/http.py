@@ -11,13 +11,16 @@ choice, free text, a session id, Unix seconds, an ISO date-time, a yes or no), o
 import json
 import math
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import datetime
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any
 
 import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import JsonResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -109,6 +112,51 @@ def json_methods(*methods: str):
         return csrf_exempt(wraps(view)(wrapper))
 
     return decorator
+
+
+# --- Streams held open by a private API key ----------------------------------------------------------
+# A long answer (a session's messages, the audit log, an hour's WAV) is sent while the key that asked may
+# be revoked or expire. As a browser's socket is, the key is read again every BROWSER_ACCESS_CHECK seconds
+# between chunks, and the stream ends at the first chunk after it stopped being valid.
+
+KEY_REVOKED = "The API key was revoked or expired while this was being sent; the rest was not sent."
+
+
+def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:
+    """`chunks`, ended early (with `closing` last) should the request's API key stop being valid meanwhile.
+    A member's request (no key) is streamed as is."""
+    key = getattr(request, "api_key", None)
+    if key is None:
+        yield from chunks
+        return
+    checked = time.monotonic()
+    for chunk in chunks:
+        if time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
+            if not key.still_valid():
+                if closing:
+                    yield closing
+                return
+            checked = time.monotonic()
+        yield chunk
+
+
+async def awhile_key_valid(request, chunks: AsyncIterator, closing: str = "") -> AsyncIterator:
+    """while_key_valid, for an asynchronous stream."""
+    key = getattr(request, "api_key", None)
+    checked = time.monotonic()
+    async for chunk in chunks:
+        if key is not None and time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
+            if not await sync_to_async(key.still_valid)():
+                if closing:
+                    yield closing
+                return
+            checked = time.monotonic()
+        yield chunk
+
+
+def ndjson_closing(message: str) -> str:
+    """The last line of an NDJSON stream cut short: why."""
+    return strict_dumps({"error": message}) + "\n"
 
 
 # --- Query parameters -------------------------------------------------------------------------------

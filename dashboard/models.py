@@ -364,6 +364,11 @@ class ApiKey(Secret):
     def expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
+    def still_valid(self) -> bool:
+        """Whether the key is neither revoked nor expired now (read again: it may have been revoked since)."""
+        found = type(self).objects.active().filter(pk=self.pk).values_list("expires_at", flat=True)
+        return any(expires_at is None or expires_at > timezone.now() for expires_at in found)
+
 
 class Price(models.Model):
     """What one model costs the organization: the session pages, agents and Overview add usage up with it.

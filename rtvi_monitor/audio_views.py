@@ -22,7 +22,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
-from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
+from dashboard.http import BadParam, Query, StrictJsonResponse, awhile_key_valid, json_error, json_methods
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
@@ -352,7 +352,8 @@ def session_audio_wav(request, session_id):
     if request.method == "HEAD":
         response = HttpResponse(status=206 if wanted else 200)
     else:
-        response = StreamingHttpResponse(_wav_bytes(recording, placed, first, last), status=206 if wanted else 200)
+        wav = awhile_key_valid(request, _wav_bytes(recording, placed, first, last))  # a short body: the player stops
+        response = StreamingHttpResponse(wav, status=206 if wanted else 200)
     response["Content-Type"] = "audio/wav"
     response["Accept-Ranges"] = "bytes"
     response["Content-Length"] = str(last - first + 1)
