@@ -175,6 +175,18 @@ MAX_OFFSET = 10**9
 SHOWN = 100  # characters of a bad value quoted back
 
 
+def whole_number(raw: str | None, max_digits: int = 18) -> int | None:
+    """`raw` as a whole number when it is 1 to `max_digits` ASCII digits, else None.
+
+    Every number a request carries (a header, a form field, a cursor) is bounded before it is converted:
+    int() of 5,000 digits raises ValueError (past Python's 4,300-digit limit), and str.isdigit() takes "²".
+    18 digits hold any size, count or id this dashboard keeps (a BigAutoField's ids have 19: pass 19).
+    """
+    if raw and len(raw) <= max_digits and raw.isascii() and raw.isdigit():
+        return int(raw)
+    return None
+
+
 class BadParam(ValueError):
     """A query parameter that cannot be understood; the message is "<name>: <why>", naming what it got."""
 

@@ -22,13 +22,23 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
-from dashboard.http import BadParam, Query, StrictJsonResponse, awhile_key_valid, json_error, json_methods
+from dashboard.http import (
+    BadParam,
+    Query,
+    StrictJsonResponse,
+    awhile_key_valid,
+    json_error,
+    json_methods,
+    whole_number,
+)
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
 
 MAX_INDEX = 999_999
-RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+RANGE_RE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
+MAX_RANGE_DIGITS = 18  # far past any recording (an hour's WAV has 10 digits of bytes); int() of more is refused
+MAX_HEADER_NUMBER = 40  # characters of a number header (X-Audio-*): more is refused before it is converted
 WINDOW_FRAMES = 16000 * 10  # frames rendered at a time while streaming
 
 
@@ -85,6 +95,8 @@ def _number_header(request, name: str, kind, low, high):
     raw = request.headers.get(name, "").strip()
     if not raw:
         raise audio.BadChunk(f"The {name} header is missing.")
+    if len(raw) > MAX_HEADER_NUMBER:
+        raise audio.BadChunk(f"{name}: {len(raw)} characters is not a number from {low} to {high}.")
     try:
         value = kind(raw)
     except ValueError:
@@ -131,7 +143,9 @@ def _ingest_chunk(request, session_id, track, index):
     if index > MAX_INDEX:
         return json_error(f"index: at most {MAX_INDEX}.", 400)
     length = request.headers.get("Content-Length", "")
-    if length.isdigit() and int(length) > settings.AUDIO_MAX_CHUNK_BYTES:
+    if length and whole_number(length) is None:
+        return json_error(f"Content-Length {length[:40]!r} is not a number of bytes.", 400)
+    if length and whole_number(length) > settings.AUDIO_MAX_CHUNK_BYTES:
         return json_error(f"The chunk is {length} bytes; the limit is {settings.AUDIO_MAX_CHUNK_BYTES}.", 413)
     session, refused = _session_or_wait(token, session_id)
     if refused:
@@ -288,17 +302,22 @@ def session_audio_peaks(request, session_id):
 
 
 def _byte_range(header: str, size: int):
-    """(first, last) bytes asked for, None for the whole, or "unsatisfiable"."""
+    """(first, last) bytes asked for, None for the whole (no Range, or one this does not read: several
+    ranges, another unit), or why the range cannot be served (a 416 that says so)."""
     match = RANGE_RE.match(header.strip()) if header else None
     if not match or (not match[1] and not match[2]):
         return None
+    if len(match[1]) > MAX_RANGE_DIGITS or len(match[2]) > MAX_RANGE_DIGITS:
+        return f"Range: a byte position has at most {MAX_RANGE_DIGITS} digits; this recording is {size} bytes."
     if not match[1]:  # the last N bytes
         n = int(match[2])
-        return (max(0, size - n), size - 1) if n else "unsatisfiable"
+        return (max(0, size - n), size - 1) if n else "Range: the last 0 bytes is nothing to send."
     first = int(match[1])
+    if first >= size:
+        return f"Range: byte {first} is past the end of this {size}-byte recording."
     last = min(int(match[2]), size - 1) if match[2] else size - 1
-    if first >= size or last < first:
-        return "unsatisfiable"
+    if last < first:
+        return f"Range: it ends (byte {last}) before it starts (byte {first})."
     return first, last
 
 
@@ -336,8 +355,8 @@ def session_audio_wav(request, session_id):
     )
     size = audio.WAV_HEADER_BYTES + audio.total_frames(recording) * audio.WAV_CHANNELS * 2
     wanted = _byte_range(request.headers.get("Range", ""), size)
-    if wanted == "unsatisfiable":
-        response = HttpResponse(status=416)
+    if isinstance(wanted, str):
+        response = json_error(wanted, 416)
         response["Content-Range"] = f"bytes */{size}"
         return response
     if download:

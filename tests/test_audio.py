@@ -262,6 +262,34 @@ def test_the_wav_is_both_tracks_on_one_clock_with_gaps_silent_and_ranges(token, 
     assert Client().get("/api/sessions/call-1/audio/peaks/?points=0", **auth).status_code == 400
 
 
+def test_a_range_or_a_number_header_too_long_to_be_a_number_is_refused_with_what_was_wrong(token, call, api_key):
+    put(token, "call-1", "user", 0, speak("One moment please."))
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {api_key}"}
+    size = int(Client().head("/api/sessions/call-1/audio.wav", **auth)["Content-Length"])
+    huge = "9" * 5000
+    for asked, said in (
+        (f"bytes={huge}-", "at most 18 digits"),
+        (f"bytes=0-{huge}", "at most 18 digits"),
+        (f"bytes=-{huge}", "at most 18 digits"),
+        (f"bytes={size}-", "past the end"),
+        ("bytes=-0", "nothing to send"),
+        ("bytes=200-100", "before it starts"),
+    ):
+        refused = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=asked, **auth)
+        assert refused.status_code == 416 and said in refused.json()["error"], asked
+        assert refused["Content-Range"] == f"bytes */{size}"
+    # A Range this does not read (another unit, several ranges, a digit that is not ASCII) is ignored: the whole.
+    for ignored in ("items=0-1", "bytes=0-1,5-6", "bytes=\u0663-"):
+        assert Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=ignored, **auth).status_code == 200
+    for header, value in (("HTTP_X_AUDIO_SAMPLE_RATE", huge), ("HTTP_X_AUDIO_START", huge)):
+        answer = put(token, "call-1", "user", 1, speak("Hi."), headers={header: value})
+        assert answer.status_code == 400 and "is not a number from" in answer.json()["error"]
+    for length in (huge, "\u00b2"):
+        answer = put(token, "call-1", "user", 1, speak("Hi."), headers={"CONTENT_LENGTH": length})
+        assert answer.status_code == 400 and "is not a number of bytes" in answer.json()["error"]
+    assert AudioChunk.objects.count() == 1
+
+
 def test_only_roles_allowed_to_hear_get_audio_and_every_listen_and_download_is_audited(
     token, call, recording_org, other_org
 ):
