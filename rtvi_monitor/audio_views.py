@@ -5,8 +5,13 @@
   bot's messages report (figures: every member, viewers included).
 - `GET /api/sessions/<session>/audio/peaks/?points=N`: both tracks' waveforms (listeners only).
 - `GET /api/sessions/<session>/audio.wav`: the call as stereo WAV, with range requests; `?download=1` as a
-  file (listeners only). Listening is in the audit log once an hour per listener and session; every
-  download is.
+  file (listeners only).
+- `POST /api/sessions/<session>/audio/played/`: the page's player says the call's audio started playing.
+
+The audit log says what happened: "listened" is written when the sound played, never when a page fetched
+the WAV (its player preloads the header, and seeks fetch ranges). See `session_audio_played` for what one
+entry covers. Every download (`?download=1`) is an entry; a private API key's GET of the WAV is a
+download too (a script has no player: what it fetched, it has), once an hour per key and session.
 
 Listeners: the organization's own scripts (a private API key) and members with the role its Settings →
 Recording names (operators and admins by default; never viewers, who see no call contents).
@@ -19,6 +24,7 @@ import re
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, StreamingHttpResponse
+from django.views.decorators.http import require_POST
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
@@ -198,10 +204,13 @@ def _listener(request) -> str:
     return f"key:{key.pk}" if key is not None else f"user:{request.user.pk}"
 
 
-def _audit_listen(request, session) -> None:
-    """A listen is in the audit log once an hour per listener and session (a player asks for many ranges)."""
-    if cache.add(f"audio-listen:{session.pk}:{_listener(request)}", 1, settings.AUDIO_LISTEN_AUDIT_SECONDS):
-        audit.record(session.organization, audit.Action.AUDIO_LISTEN, session.session_id, request=request)
+def _audit_once_an_hour(request, session, action: str) -> bool:
+    """`action` in the audit log unless this listener has one for this session within
+    AUDIO_LISTEN_AUDIT_SECONDS; whether it was written."""
+    if not cache.add(f"audio-{action}:{session.pk}:{_listener(request)}", 1, settings.AUDIO_LISTEN_AUDIT_SECONDS):
+        return False
+    audit.record(session.organization, action, session.session_id, request=request)
+    return True
 
 
 REPLAY_CACHE_SECONDS = 10
@@ -361,8 +370,9 @@ def session_audio_wav(request, session_id):
         return response
     if download:
         audit.record(session.organization, audit.Action.AUDIO_DOWNLOAD, session.session_id, request=request)
-    else:
-        _audit_listen(request, session)
+    elif getattr(request, "api_key", None) is not None:
+        _audit_once_an_hour(request, session, audit.Action.AUDIO_DOWNLOAD)
+    # A member's GET (the player's preload, a seek's range) writes nothing: playing does (session_audio_played).
     first, last = wanted or (0, size - 1)
     if wanted and last - first + 1 > settings.AUDIO_RANGE_MAX_BYTES:
         # A player asks for "bytes=N-": it gets the next AUDIO_RANGE_MAX_BYTES and asks again as it plays.
@@ -382,6 +392,24 @@ def session_audio_wav(request, session_id):
     if download:
         response["Content-Disposition"] = f'attachment; filename="{_file_name(session)}.wav"'
     return response
+
+
+@require_POST  # and CSRF-protected: not json_methods, which exempts machine endpoints (a bearer key has no player)
+@key_or_member_required
+def session_audio_played(request, session_id):
+    """POST, from the session page's player when the call's audio starts playing (its "playing" event).
+
+    One entry "listened to a call's audio" covers a listener's plays of one session within
+    AUDIO_LISTEN_AUDIT_SECONDS (an hour): the page sends this once, at its first play, and the server
+    writes it unless the same listener has such an entry for the session within the hour (another page, a
+    reload). Opening the page, its preload of the WAV, seeking and pausing write nothing. A member who may
+    not listen (listen_refusal, as for the WAV) is refused, and nothing is written.
+    """
+    session, _, refused = _heard_recording(request, session_id)
+    if refused:
+        return refused
+    logged = _audit_once_an_hour(request, session, audit.Action.AUDIO_LISTEN)
+    return StrictJsonResponse({"logged": logged})
 
 
 def _file_name(session) -> str:

@@ -145,6 +145,7 @@ def session_detail(request, session_id):
     if request.sees_contents and request.membership.allows(request.organization.audio_role or Role.OPERATOR):
         audio["peaks_url"] = reverse("api_session_audio_peaks", args=[sid])
         audio["wav_url"] = reverse("api_session_audio_wav", args=[sid])
+        audio["played_url"] = reverse("api_session_audio_played", args=[sid])  # the audit log's "listened"
     return render(
         request,
         "rtvi_monitor/session_detail.html",
