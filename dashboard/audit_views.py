@@ -6,7 +6,7 @@ from django.shortcuts import render
 from dashboard import audit
 from dashboard.auth import key_or_member_required, member_required
 from dashboard.http import (
-    KEY_REVOKED,
+    REVOKED_MID_STREAM,
     BadParam,
     Query,
     StrictJsonResponse,
@@ -88,7 +88,7 @@ def audit_json(request):
         return json_error(str(exc), 400)
     if export:
         audit.record(request.organization, audit.Action.AUDIT_EXPORT, "audit log", request=request)
-        lines = while_key_valid(request, _ndjson(entries), ndjson_closing(KEY_REVOKED))
+        lines = while_key_valid(request, _ndjson(entries), ndjson_closing(REVOKED_MID_STREAM))
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
         response["Content-Disposition"] = 'attachment; filename="audit.ndjson"'
         return response

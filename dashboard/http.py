@@ -119,7 +119,7 @@ def json_methods(*methods: str):
 # be revoked or expire. As a browser's socket is, the key is read again every BROWSER_ACCESS_CHECK seconds
 # between chunks, and the stream ends at the first chunk after it stopped being valid.
 
-KEY_REVOKED = "The API key was revoked or expired while this was being sent; the rest was not sent."
+REVOKED_MID_STREAM = "The API key was revoked or expired while this was being sent; the rest was not sent."
 
 
 def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:

@@ -245,7 +245,7 @@ def members(request):
             if invitation.state == "open":
                 invitation.revoked_at = timezone.now()
                 invitation.save(update_fields=["revoked_at"])
-                _changed(request, audit.Action.KEY_REVOKED, f"invitation: {invitation.email}")
+                _changed(request, audit.Action.INVITATION_REVOKED, invitation.email, role=invitation.role)
             return redirect("org_members")
     response = _render(
         request,
@@ -462,8 +462,8 @@ def _rows_page(request, kind: str):
         form = _form(form_class, request, request.POST, editing)
         if form.is_valid():
             row = form.save()
-            fields = form.changed_data if editing else ["created"]
-            _changed(request, action, f"{called}: {_label(row)}", fields=fields)
+            said = {"changed": form.changed_data} if editing else {"created": True}
+            _changed(request, action, f"{called}: {_label(row)}", **said)
             _after_change(model)
             messages.success(request, f"Saved the {called} {_label(row)}.")
             return redirect(kind)
@@ -520,14 +520,13 @@ def _channel_action(request, do: str):
             messages.error(request, f"The channel was not added: {exc}.")
             return redirect(back)
         channel.save()
-        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=[f"channel added: {kind}"])
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", channel_added=kind)
         messages.success(request, f"Added {channel} to {rule.name}.")
         return redirect(back)
     if do == "delete-channel":
         channel = get_object_or_404(AlertChannel, pk=_sent_id(request.POST, "channel"), rule=rule)
         channel.delete()
-        fields = [f"channel removed: {channel.kind}"]
-        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=fields)
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", channel_removed=channel.kind)
         messages.success(request, f"Removed {channel} from {rule.name}.")
         return redirect(back)
     # test-channel: the rule's own webhook or e-mail ("webhook", "email"), or a channel by its id

@@ -278,7 +278,7 @@ def alert_rules(request):
             channel.rule = rule
             channel.save()
     audit.record(
-        request.organization, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", request=request, fields=["created"]
+        request.organization, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", request=request, created=True
     )
     return StrictJsonResponse(rule_json(rule), status=201)
 

@@ -12,8 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from dashboard import audit
 from dashboard.auth import bearer_token, contents_refusal, key_or_member_required, role_refusal
 from dashboard.http import (
-    KEY_REVOKED,
     MAX_OFFSET,
+    REVOKED_MID_STREAM,
     BadParam,
     Query,
     StrictJsonResponse,
@@ -241,7 +241,7 @@ def _ndjson_lines(session_pk: int):
 @with_session
 def session_events_ndjson(request, session):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
-    lines = while_key_valid(request, _ndjson_lines(session.pk), ndjson_closing(KEY_REVOKED))
+    lines = while_key_valid(request, _ndjson_lines(session.pk), ndjson_closing(REVOKED_MID_STREAM))
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
     return response
