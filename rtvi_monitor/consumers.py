@@ -110,7 +110,8 @@ def _active_tokens(pks: list[int]) -> set[int]:
 class TokenWatch:
     """The ingest tokens this process's bots stream with, checked again every BROWSER_ACCESS_CHECK seconds
     (the browsers' interval): a bot whose token was revoked (or deleted) since it connected gets a fatal
-    error frame and CLOSE_BAD_TOKEN, which the bot package does not retry (wire.FATAL_CLOSE_CODES).
+    error frame and CLOSE_BAD_TOKEN, one of wire.FATAL_CLOSE_CODES: the bot package logs the refusal and
+    backs off (30 s, not 0.2 s), and any later try is refused at connect.
 
     One query a round for every token in use in this process, not a task and a query per socket: a thousand
     bots share a few tokens, and a round costs one indexed lookup of those few primary keys however many
@@ -156,7 +157,10 @@ class TokenWatch:
             for token_pk in held:
                 if token_pk not in active:
                     for consumer in list(self.sockets.pop(token_pk, ())):
-                        await consumer.fail(REVOKED, CLOSE_BAD_TOKEN)
+                        try:
+                            await consumer.fail(REVOKED, CLOSE_BAD_TOKEN)
+                        except Exception:  # one socket's failure must not keep the others open
+                            logger.warning("Could not close a revoked token's socket", exc_info=True)
 
 
 token_watch = TokenWatch()

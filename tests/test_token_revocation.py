@@ -122,3 +122,27 @@ def test_a_valid_keys_stream_is_whole(org, api_key, settings, monkeypatch):
     response = Client().get("/api/sessions/call-1/events.ndjson", HTTP_AUTHORIZATION=f"Bearer {api_key}")
     lines = b"".join(response.streaming_content).decode().splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, 19))
+
+
+async def test_an_async_stream_a_key_holds_ends_at_the_first_chunk_after_it_is_revoked(settings):
+    from dashboard.http import awhile_key_valid
+
+    settings.BROWSER_ACCESS_CHECK = 0
+    valid = [True]
+
+    class Key:
+        def still_valid(self):
+            return valid[0]
+
+    class Request:
+        api_key = Key()
+
+    async def chunks():
+        for n in range(5):
+            if n == 2:
+                valid[0] = False  # revoked while chunk 1 was on its way
+            yield n
+
+    assert [chunk async for chunk in awhile_key_valid(Request(), chunks())] == [0, 1]
+    member = type("Request", (), {"api_key": None})()
+    assert [chunk async for chunk in awhile_key_valid(member, chunks())] == [0, 1, 2, 3, 4]
