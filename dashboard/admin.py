@@ -10,13 +10,9 @@ class AuditedRuleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        changed = sorted(form.changed_data) if change else ["created"]
+        said = {"changed": sorted(form.changed_data)} if change else {"created": True}
         audit.record(
-            obj.organization,
-            audit.Action.RULE_CHANGED,
-            f"{obj._meta.verbose_name}: {obj}",
-            request=request,
-            fields=changed,
+            obj.organization, audit.Action.RULE_CHANGED, f"{obj._meta.verbose_name}: {obj}", request=request, **said
         )
 
     def delete_model(self, request, obj):
@@ -64,7 +60,13 @@ class SecretAdmin(admin.ModelAdmin):
             was_revoked = type(obj).objects.filter(pk=obj.pk, revoked_at__isnull=False).exists()
             super().save_model(request, obj, form, change)
             if obj.revoked_at is not None and not was_revoked:
-                audit.record(obj.organization, audit.Action.KEY_REVOKED, f"{obj.key_prefix}…", request=request)
+                audit.record(
+                    obj.organization,
+                    audit.Action.KEY_REVOKED,
+                    f"{obj.key_prefix}…",
+                    request=request,
+                    kind=obj._meta.verbose_name,
+                )
             return None
         record, secret = type(obj).issue(obj.organization, obj.name, request=request)
         obj.pk = record.pk
@@ -76,7 +78,13 @@ class SecretAdmin(admin.ModelAdmin):
         revoking = list(queryset.filter(revoked_at__isnull=True))
         count = queryset.filter(pk__in=[key.pk for key in revoking]).update(revoked_at=timezone.now())
         for key in revoking:
-            audit.record(key.organization, audit.Action.KEY_REVOKED, f"{key.key_prefix}…", request=request)
+            audit.record(
+                key.organization,
+                audit.Action.KEY_REVOKED,
+                f"{key.key_prefix}…",
+                request=request,
+                kind=key._meta.verbose_name,
+            )
         self.message_user(request, f"Revoked {count} key(s).")
 
 

@@ -9,10 +9,14 @@ append-only (dashboard.models.AuditEntry); they are read on the audit page
 A failure to write an entry is logged and never fails what it records: the
 operator still gets the page (an audit store that is down must not take the
 on-call view with it).
+
+An entry's `detail` is kept as its writer gave it (JSON, for scripts); people read it as a sentence
+made here, by `describe`, the one place a detail becomes text (the audit page, the API's `summary`).
 """
 
 import hashlib
 import logging
+import re
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.signals import user_logged_in, user_login_failed
@@ -52,6 +56,49 @@ def who(request=None, scope=None) -> tuple[str, object, str | None]:
         name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
         return name, (user if user is not None and user.is_authenticated else None), _ip(client[0])
     return "system", None, None
+
+
+IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+")
+# What an empty value (None) means, where "none" would not say it.
+NONE_WORDS = {"assignee": "nobody", "own": "removed: the organization's own apply", "until": "none (lifted)"}
+
+
+def _words(key: str, value) -> str:
+    """A detail's value as words: yes or no, numbers as written, lists joined, never a Python repr."""
+    if value is None:
+        return NONE_WORDS.get(key) or ("for ever" if key.endswith("_days") else "none")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, str):
+        return value.replace("_", " ") if IDENTIFIER.fullmatch(value) else value  # a field's name: its words
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(_words(key, item) for item in value) or "none"
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{_key(k)}: {_words(str(k), v)}" for k, v in value.items()) + ")"
+    return str(value)
+
+
+def _key(key) -> str:
+    return str(key).replace("_", " ").strip()
+
+
+def describe(detail) -> str:
+    """An entry's detail as a sentence: {"role": "operator", "was": "viewer"} -> "Role: operator; was: viewer."
+
+    Empty text says nothing and is left out; True and False read yes and no; None reads as what it means
+    there (NONE_WORDS), else "none"; a list is its items joined with commas; a field's name (snake_case)
+    is its words. "" for no detail."""
+    if not isinstance(detail, dict):
+        return _words("", detail) if detail not in (None, "", [], {}) else ""
+    clauses = [f"{_key(key)}: {_words(str(key), value)}" for key, value in detail.items() if value != ""]
+    if not clauses:
+        return ""
+    sentence = "; ".join(clauses)
+    return sentence[0].upper() + sentence[1:] + "."
 
 
 def _pk(organization):

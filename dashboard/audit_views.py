@@ -5,7 +5,17 @@ from django.shortcuts import render
 
 from dashboard import audit
 from dashboard.auth import key_or_member_required, member_required
-from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.http import (
+    REVOKED_MID_STREAM,
+    BadParam,
+    Query,
+    StrictJsonResponse,
+    json_error,
+    json_methods,
+    ndjson_closing,
+    strict_dumps,
+    while_key_valid,
+)
 from dashboard.models import AuditEntry, Role
 
 PAGE = 100  # entries a page
@@ -78,7 +88,8 @@ def audit_json(request):
         return json_error(str(exc), 400)
     if export:
         audit.record(request.organization, audit.Action.AUDIT_EXPORT, "audit log", request=request)
-        response = StreamingHttpResponse(_ndjson(entries), content_type="application/x-ndjson")
+        lines = while_key_valid(request, _ndjson(entries), ndjson_closing(REVOKED_MID_STREAM))
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
         response["Content-Disposition"] = 'attachment; filename="audit.ndjson"'
         return response
     rows = list(entries[: PAGE + 1])

@@ -2,6 +2,8 @@
 
 import logging
 
+from django.core.exceptions import BadRequest
+from django.http import HttpResponseBadRequest
 from django.views import csrf, defaults
 
 from dashboard.http import json_error
@@ -39,6 +41,18 @@ def not_found(request, exception):
     if _is_machine(request):
         return json_error(f"No such endpoint: {request.path}", 404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception):
+    """A BadRequest the dashboard raised says what was wrong (a bad cursor, a form's id that is no number);
+    Django's own (a bad Host header, a suspicious operation) keeps its page, which says nothing."""
+    if isinstance(exception, BadRequest) and str(exception):
+        if _is_machine(request):
+            return json_error(str(exception), 400)
+        return HttpResponseBadRequest(str(exception), content_type="text/plain; charset=utf-8")
+    if _is_machine(request):
+        return json_error("Bad request.", 400)
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request):

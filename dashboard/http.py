@@ -11,13 +11,16 @@ choice, free text, a session id, Unix seconds, an ISO date-time, a yes or no), o
 import json
 import math
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import datetime
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any
 
 import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import JsonResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -111,6 +114,51 @@ def json_methods(*methods: str):
     return decorator
 
 
+# --- Streams held open by a private API key ----------------------------------------------------------
+# A long answer (a session's messages, the audit log, an hour's WAV) is sent while the key that asked may
+# be revoked or expire. As a browser's socket is, the key is read again every BROWSER_ACCESS_CHECK seconds
+# between chunks, and the stream ends at the first chunk after it stopped being valid.
+
+REVOKED_MID_STREAM = "The API key was revoked or expired while this was being sent; the rest was not sent."
+
+
+def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:
+    """`chunks`, ended early (with `closing` last) should the request's API key stop being valid meanwhile.
+    A member's request (no key) is streamed as is."""
+    key = getattr(request, "api_key", None)
+    if key is None:
+        yield from chunks
+        return
+    checked = time.monotonic()
+    for chunk in chunks:
+        if time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
+            if not key.still_valid():
+                if closing:
+                    yield closing
+                return
+            checked = time.monotonic()
+        yield chunk
+
+
+async def awhile_key_valid(request, chunks: AsyncIterator, closing: str = "") -> AsyncIterator:
+    """while_key_valid, for an asynchronous stream."""
+    key = getattr(request, "api_key", None)
+    checked = time.monotonic()
+    async for chunk in chunks:
+        if key is not None and time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
+            if not await sync_to_async(key.still_valid)():
+                if closing:
+                    yield closing
+                return
+            checked = time.monotonic()
+        yield chunk
+
+
+def ndjson_closing(message: str) -> str:
+    """The last line of an NDJSON stream cut short: why."""
+    return strict_dumps({"error": message}) + "\n"
+
+
 # --- Query parameters -------------------------------------------------------------------------------
 # The one place a query string is read. Every kind of parameter the dashboard takes is a method of Query,
 # and every bad value is one BadParam whose message names the parameter, what it takes and what it got:
@@ -125,6 +173,18 @@ MAX_UNIX_SECONDS = 253_402_300_799
 MAX_TEXT = 200  # characters of a free-text parameter, unless the caller says otherwise
 MAX_OFFSET = 10**9
 SHOWN = 100  # characters of a bad value quoted back
+
+
+def whole_number(raw: str | None, max_digits: int = 18) -> int | None:
+    """`raw` as a whole number when it is 1 to `max_digits` ASCII digits, else None.
+
+    Every number a request carries (a header, a form field, a cursor) is bounded before it is converted:
+    int() of 5,000 digits raises ValueError (past Python's 4,300-digit limit), and str.isdigit() takes "²".
+    18 digits hold any size, count or id this dashboard keeps (a BigAutoField's ids have 19: pass 19).
+    """
+    if raw and len(raw) <= max_digits and raw.isascii() and raw.isdigit():
+        return int(raw)
+    return None
 
 
 class BadParam(ValueError):

@@ -6,7 +6,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 
-from dashboard.http import json_error
+from dashboard.http import json_error, whole_number
 
 
 class ServerTimingMiddleware:
@@ -44,10 +44,8 @@ BODILESS_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 
 
 def _declared_length(request) -> int | None:
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or "")
-    except ValueError:  # absent (chunked), or not a number: Django and the server deal with that
-        return None
+    """The body's declared size; None when absent (chunked) or not a number of bytes (see _refuse)."""
+    return whole_number(request.META.get("CONTENT_LENGTH"))
 
 
 def too_big(length: int | None = None):
@@ -136,7 +134,10 @@ class RequestLimitsMiddleware:
             or request.path_info.startswith(OWN_BODY_LIMIT_PREFIXES)
         ):
             return None
+        declared = request.META.get("CONTENT_LENGTH")
         length = _declared_length(request)
+        if declared and length is None:  # Django would int() it when the body is read: a 500, or 5,000 digits
+            return json_error(f"Content-Length {declared[:40]!r} is not a number of bytes.", 400)
         if length is not None:
             return too_big(length) if length > limit else None
         if request.method in BODILESS_METHODS:

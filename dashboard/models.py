@@ -364,6 +364,11 @@ class ApiKey(Secret):
     def expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
+    def still_valid(self) -> bool:
+        """Whether the key is neither revoked nor expired now (read again: it may have been revoked since)."""
+        found = type(self).objects.active().filter(pk=self.pk).values_list("expires_at", flat=True)
+        return any(expires_at is None or expires_at > timezone.now() for expires_at in found)
+
 
 class Price(models.Model):
     """What one model costs the organization: the session pages, agents and Overview add usage up with it.
@@ -445,6 +450,7 @@ class AuditEntry(models.Model):
         ALERT_TEST_SENT = "alert_test_sent", "sent a rule's test notification"
         SESSION_ENDED = "session_ended", "ended a live session"
         SESSION_TEXT_SENT = "session_text_sent", "sent text into a live session"
+        INVITATION_REVOKED = "invitation_revoked", "revoked an invitation"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     at = models.DateTimeField(default=timezone.now)
@@ -473,6 +479,13 @@ class AuditEntry(models.Model):
     def delete(self, *args, **kwargs):
         raise AuditImmutable("The audit log is append-only: entries are never deleted.")
 
+    @property
+    def summary(self) -> str:
+        """The detail as a sentence (dashboard/audit.describe)."""
+        from dashboard.audit import describe
+
+        return describe(self.detail)
+
     def as_json(self) -> dict:
         return {
             "id": self.pk,
@@ -482,4 +495,5 @@ class AuditEntry(models.Model):
             "action": self.action,
             "target": self.target,
             "detail": self.detail,
+            "summary": self.summary,
         }

@@ -21,6 +21,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
+from django.core.exceptions import BadRequest
 from django.core.mail import send_mail
 from django.db import transaction
 from django.http import Http404
@@ -33,6 +34,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import ORGANIZATION_SESSION_KEY, member_required, memberships_of
+from dashboard.http import whole_number
 from dashboard.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
 from rtvi_monitor.models import AlertRule, IngestToken, RedactionRule
 
@@ -57,6 +59,7 @@ def _render(request, template: str, context: dict, status: int = 200):
 # it, never stored (not even in the browser's session) and not cached (no-store). Each form carries a
 # one-time nonce, so a reload that sends the POST again makes nothing a second time.
 NONCES = "org-admin-nonces"
+MAX_ID = 2**63 - 1  # a row's id (a BigAutoField)
 
 
 def _nonce(request) -> str:
@@ -83,6 +86,18 @@ def _resent(request, page: str):
 def _secret_page(response):
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _sent_id(params, name: str) -> int | None:
+    """The id of a row a form sent as `name` (request.POST or .GET), None when none was sent. It is
+    bounded before it is converted: "abc" or 5,000 digits is a 400 that names it, not a 500."""
+    raw = params.get(name)
+    if not raw:
+        return None
+    pk = whole_number(raw, 19)
+    if pk is None or pk > MAX_ID:
+        raise BadRequest(f"{name}: expected the id of a row on this page (a whole number), got {raw[:40]!r}")
+    return pk
 
 
 def _changed(request, action: str, target: str, **detail) -> None:
@@ -179,7 +194,7 @@ def _change_member(request, organization, do: str):
     with transaction.atomic():
         # The organization's admins locked: two admins demoting each other at once take turns.
         admins = list(organization.members.select_for_update().filter(role=Role.ADMIN).values_list("pk", flat=True))
-        membership = get_object_or_404(Membership, pk=request.POST.get("membership"), organization=organization)
+        membership = get_object_or_404(Membership, pk=_sent_id(request.POST, "membership"), organization=organization)
         role = request.POST.get("role", "")
         demoting = do == "remove" or (role != Role.ADMIN and membership.role == Role.ADMIN)
         if demoting and not [pk for pk in admins if pk != membership.pk]:
@@ -224,11 +239,13 @@ def members(request):
         elif do in ("role", "remove"):
             return _change_member(request, organization, do)
         elif do == "revoke":
-            invitation = get_object_or_404(Invitation, pk=request.POST.get("invitation"), organization=organization)
+            invitation = get_object_or_404(
+                Invitation, pk=_sent_id(request.POST, "invitation"), organization=organization
+            )
             if invitation.state == "open":
                 invitation.revoked_at = timezone.now()
                 invitation.save(update_fields=["revoked_at"])
-                _changed(request, audit.Action.KEY_REVOKED, f"invitation: {invitation.email}")
+                _changed(request, audit.Action.INVITATION_REVOKED, invitation.email, role=invitation.role)
             return redirect("org_members")
     response = _render(
         request,
@@ -288,7 +305,7 @@ def keys(request):
             shown, token_form = ("ingest token", secret), TokenForm()
         elif do in ("revoke-key", "revoke-token"):
             model = ApiKey if do == "revoke-key" else IngestToken
-            record = get_object_or_404(model, pk=request.POST.get("id"), organization=organization)
+            record = get_object_or_404(model, pk=_sent_id(request.POST, "id"), organization=organization)
             if record.revoked_at is None:
                 record.revoked_at = timezone.now()
                 record.save(update_fields=["revoked_at"])
@@ -432,7 +449,7 @@ def _rows_page(request, kind: str):
     organization = request.organization
     rows = model.objects.filter(organization=organization)
     editing = None
-    if pk := request.GET.get("edit") or request.POST.get("id"):
+    if pk := _sent_id(request.GET, "edit") or _sent_id(request.POST, "id"):
         editing = get_object_or_404(model, pk=pk, organization=organization)
     status = 200
     if request.method == "POST":
@@ -445,8 +462,8 @@ def _rows_page(request, kind: str):
         form = _form(form_class, request, request.POST, editing)
         if form.is_valid():
             row = form.save()
-            fields = form.changed_data if editing else ["created"]
-            _changed(request, action, f"{called}: {_label(row)}", fields=fields)
+            said = {"changed": form.changed_data} if editing else {"created": True}
+            _changed(request, action, f"{called}: {_label(row)}", **said)
             _after_change(model)
             messages.success(request, f"Saved the {called} {_label(row)}.")
             return redirect(kind)
@@ -493,7 +510,7 @@ def _channel_action(request, do: str):
     from rtvi_monitor import alert_channels, alerts
     from rtvi_monitor.models import AlertChannel
 
-    rule = get_object_or_404(AlertRule, pk=request.POST.get("rule"), organization=request.organization)
+    rule = get_object_or_404(AlertRule, pk=_sent_id(request.POST, "rule"), organization=request.organization)
     back = f"{reverse('org_alert_rules')}?edit={rule.pk}#channels"
     if do == "add-channel":
         kind = request.POST.get("kind", "")
@@ -503,14 +520,13 @@ def _channel_action(request, do: str):
             messages.error(request, f"The channel was not added: {exc}.")
             return redirect(back)
         channel.save()
-        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=[f"channel added: {kind}"])
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", channel_added=kind)
         messages.success(request, f"Added {channel} to {rule.name}.")
         return redirect(back)
     if do == "delete-channel":
-        channel = get_object_or_404(AlertChannel, pk=request.POST.get("channel"), rule=rule)
+        channel = get_object_or_404(AlertChannel, pk=_sent_id(request.POST, "channel"), rule=rule)
         channel.delete()
-        fields = [f"channel removed: {channel.kind}"]
-        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", fields=fields)
+        _changed(request, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", channel_removed=channel.kind)
         messages.success(request, f"Removed {channel} from {rule.name}.")
         return redirect(back)
     # test-channel: the rule's own webhook or e-mail ("webhook", "email"), or a channel by its id
@@ -617,7 +633,7 @@ def retention(request):
             )
             return redirect("org_retention")
         if do == "forget-agent":
-            own = get_object_or_404(AgentRetention, pk=request.POST.get("id"), organization=organization)
+            own = get_object_or_404(AgentRetention, pk=_sent_id(request.POST, "id"), organization=organization)
             own.delete()
             _changed(request, audit.Action.RETENTION_CHANGED, f"agent: {own.agent_name or own.agent_id}", own=None)
             return redirect("org_retention")

@@ -55,5 +55,6 @@ urlpatterns = [
     re_path(r"^(?:v1|api|ingest)/", errors.machine_not_found),
 ]
 
+handler400 = "dashboard.errors.bad_request"
 handler404 = "dashboard.errors.not_found"
 handler500 = "dashboard.errors.server_error"

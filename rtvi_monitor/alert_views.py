@@ -36,7 +36,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required, member_required
-from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
+from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, whole_number
 from dashboard.models import Agent, Role
 from rtvi_monitor import alert_actions, alert_channels
 from rtvi_monitor.alerts import DEFAULTS, settings_of
@@ -278,7 +278,7 @@ def alert_rules(request):
             channel.rule = rule
             channel.save()
     audit.record(
-        request.organization, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", request=request, fields=["created"]
+        request.organization, audit.Action.RULE_CHANGED, f"alert rule: {rule.name}", request=request, created=True
     )
     return StrictJsonResponse(rule_json(rule), status=201)
 
@@ -459,7 +459,7 @@ def alert_act(request, pk: int):
                 alert_actions.silence(alert, request, until_resolved=True)
                 messages.success(request, f"Silenced until it resolves: {alert.rule.name}.")
             else:
-                minutes = int(chosen) if chosen.isdigit() else -1
+                minutes = whole_number(chosen, 6)  # None ("²", 5,000 digits): silence() says what it takes
                 alert_actions.silence(alert, request, minutes=minutes)
                 said = f"for {minutes} min" if minutes else "no longer"
                 messages.success(request, f"Silenced {said}: {alert.rule.name}.")

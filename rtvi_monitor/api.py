@@ -11,7 +11,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard import audit
 from dashboard.auth import bearer_token, contents_refusal, key_or_member_required, role_refusal
-from dashboard.http import MAX_OFFSET, BadParam, Query, StrictJsonResponse, json_error, json_methods, strict_dumps
+from dashboard.http import (
+    MAX_OFFSET,
+    REVOKED_MID_STREAM,
+    BadParam,
+    Query,
+    StrictJsonResponse,
+    json_error,
+    json_methods,
+    ndjson_closing,
+    strict_dumps,
+    while_key_valid,
+)
 from dashboard.models import Role
 from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
@@ -230,7 +241,8 @@ def _ndjson_lines(session_pk: int):
 @with_session
 def session_events_ndjson(request, session):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
-    response = StreamingHttpResponse(_ndjson_lines(session.pk), content_type="application/x-ndjson")
+    lines = while_key_valid(request, _ndjson_lines(session.pk), ndjson_closing(REVOKED_MID_STREAM))
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.session_id}.ndjson"'
     return response
 

@@ -5,8 +5,13 @@
   bot's messages report (figures: every member, viewers included).
 - `GET /api/sessions/<session>/audio/peaks/?points=N`: both tracks' waveforms (listeners only).
 - `GET /api/sessions/<session>/audio.wav`: the call as stereo WAV, with range requests; `?download=1` as a
-  file (listeners only). Listening is in the audit log once an hour per listener and session; every
-  download is.
+  file (listeners only).
+- `POST /api/sessions/<session>/audio/played/`: the page's player says the call's audio started playing.
+
+The audit log says what happened: "listened" is written when the sound played, never when a page fetched
+the WAV (its player preloads the header, and seeks fetch ranges). See `session_audio_played` for what one
+entry covers. Every download (`?download=1`) is an entry; a private API key's GET of the WAV is a
+download too (a script has no player: what it fetched, it has), once an hour per key and session.
 
 Listeners: the organization's own scripts (a private API key) and members with the role its Settings →
 Recording names (operators and admins by default; never viewers, who see no call contents).
@@ -19,16 +24,27 @@ import re
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, StreamingHttpResponse
+from django.views.decorators.http import require_POST
 
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required
-from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
+from dashboard.http import (
+    BadParam,
+    Query,
+    StrictJsonResponse,
+    awhile_key_valid,
+    json_error,
+    json_methods,
+    whole_number,
+)
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
 
 MAX_INDEX = 999_999
-RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+RANGE_RE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
+MAX_RANGE_DIGITS = 18  # far past any recording (an hour's WAV has 10 digits of bytes); int() of more is refused
+MAX_HEADER_NUMBER = 40  # characters of a number header (X-Audio-*): more is refused before it is converted
 WINDOW_FRAMES = 16000 * 10  # frames rendered at a time while streaming
 
 
@@ -85,6 +101,8 @@ def _number_header(request, name: str, kind, low, high):
     raw = request.headers.get(name, "").strip()
     if not raw:
         raise audio.BadChunk(f"The {name} header is missing.")
+    if len(raw) > MAX_HEADER_NUMBER:
+        raise audio.BadChunk(f"{name}: {len(raw)} characters is not a number from {low} to {high}.")
     try:
         value = kind(raw)
     except ValueError:
@@ -131,7 +149,9 @@ def _ingest_chunk(request, session_id, track, index):
     if index > MAX_INDEX:
         return json_error(f"index: at most {MAX_INDEX}.", 400)
     length = request.headers.get("Content-Length", "")
-    if length.isdigit() and int(length) > settings.AUDIO_MAX_CHUNK_BYTES:
+    if length and whole_number(length) is None:
+        return json_error(f"Content-Length {length[:40]!r} is not a number of bytes.", 400)
+    if length and whole_number(length) > settings.AUDIO_MAX_CHUNK_BYTES:
         return json_error(f"The chunk is {length} bytes; the limit is {settings.AUDIO_MAX_CHUNK_BYTES}.", 413)
     session, refused = _session_or_wait(token, session_id)
     if refused:
@@ -184,10 +204,13 @@ def _listener(request) -> str:
     return f"key:{key.pk}" if key is not None else f"user:{request.user.pk}"
 
 
-def _audit_listen(request, session) -> None:
-    """A listen is in the audit log once an hour per listener and session (a player asks for many ranges)."""
-    if cache.add(f"audio-listen:{session.pk}:{_listener(request)}", 1, settings.AUDIO_LISTEN_AUDIT_SECONDS):
-        audit.record(session.organization, audit.Action.AUDIO_LISTEN, session.session_id, request=request)
+def _audit_once_an_hour(request, session, action: str) -> bool:
+    """`action` in the audit log unless this listener has one for this session within
+    AUDIO_LISTEN_AUDIT_SECONDS; whether it was written."""
+    if not cache.add(f"audio-{action}:{session.pk}:{_listener(request)}", 1, settings.AUDIO_LISTEN_AUDIT_SECONDS):
+        return False
+    audit.record(session.organization, action, session.session_id, request=request)
+    return True
 
 
 REPLAY_CACHE_SECONDS = 10
@@ -288,17 +311,22 @@ def session_audio_peaks(request, session_id):
 
 
 def _byte_range(header: str, size: int):
-    """(first, last) bytes asked for, None for the whole, or "unsatisfiable"."""
+    """(first, last) bytes asked for, None for the whole (no Range, or one this does not read: several
+    ranges, another unit), or why the range cannot be served (a 416 that says so)."""
     match = RANGE_RE.match(header.strip()) if header else None
     if not match or (not match[1] and not match[2]):
         return None
+    if len(match[1]) > MAX_RANGE_DIGITS or len(match[2]) > MAX_RANGE_DIGITS:
+        return f"Range: a byte position has at most {MAX_RANGE_DIGITS} digits; this recording is {size} bytes."
     if not match[1]:  # the last N bytes
         n = int(match[2])
-        return (max(0, size - n), size - 1) if n else "unsatisfiable"
+        return (max(0, size - n), size - 1) if n else "Range: the last 0 bytes is nothing to send."
     first = int(match[1])
+    if first >= size:
+        return f"Range: byte {first} is past the end of this {size}-byte recording."
     last = min(int(match[2]), size - 1) if match[2] else size - 1
-    if first >= size or last < first:
-        return "unsatisfiable"
+    if last < first:
+        return f"Range: it ends (byte {last}) before it starts (byte {first})."
     return first, last
 
 
@@ -336,14 +364,15 @@ def session_audio_wav(request, session_id):
     )
     size = audio.WAV_HEADER_BYTES + audio.total_frames(recording) * audio.WAV_CHANNELS * 2
     wanted = _byte_range(request.headers.get("Range", ""), size)
-    if wanted == "unsatisfiable":
-        response = HttpResponse(status=416)
+    if isinstance(wanted, str):
+        response = json_error(wanted, 416)
         response["Content-Range"] = f"bytes */{size}"
         return response
     if download:
         audit.record(session.organization, audit.Action.AUDIO_DOWNLOAD, session.session_id, request=request)
-    else:
-        _audit_listen(request, session)
+    elif getattr(request, "api_key", None) is not None:
+        _audit_once_an_hour(request, session, audit.Action.AUDIO_DOWNLOAD)
+    # A member's GET (the player's preload, a seek's range) writes nothing: playing does (session_audio_played).
     first, last = wanted or (0, size - 1)
     if wanted and last - first + 1 > settings.AUDIO_RANGE_MAX_BYTES:
         # A player asks for "bytes=N-": it gets the next AUDIO_RANGE_MAX_BYTES and asks again as it plays.
@@ -352,7 +381,8 @@ def session_audio_wav(request, session_id):
     if request.method == "HEAD":
         response = HttpResponse(status=206 if wanted else 200)
     else:
-        response = StreamingHttpResponse(_wav_bytes(recording, placed, first, last), status=206 if wanted else 200)
+        wav = awhile_key_valid(request, _wav_bytes(recording, placed, first, last))  # a short body: the player stops
+        response = StreamingHttpResponse(wav, status=206 if wanted else 200)
     response["Content-Type"] = "audio/wav"
     response["Accept-Ranges"] = "bytes"
     response["Content-Length"] = str(last - first + 1)
@@ -362,6 +392,24 @@ def session_audio_wav(request, session_id):
     if download:
         response["Content-Disposition"] = f'attachment; filename="{_file_name(session)}.wav"'
     return response
+
+
+@require_POST  # and CSRF-protected: not json_methods, which exempts machine endpoints (a bearer key has no player)
+@key_or_member_required
+def session_audio_played(request, session_id):
+    """POST, from the session page's player when the call's audio starts playing (its "playing" event).
+
+    One entry "listened to a call's audio" covers a listener's plays of one session within
+    AUDIO_LISTEN_AUDIT_SECONDS (an hour): the page sends this once, at its first play, and the server
+    writes it unless the same listener has such an entry for the session within the hour (another page, a
+    reload). Opening the page, its preload of the WAV, seeking and pausing write nothing. A member who may
+    not listen (listen_refusal, as for the WAV) is refused, and nothing is written.
+    """
+    session, _, refused = _heard_recording(request, session_id)
+    if refused:
+        return refused
+    logged = _audit_once_an_hour(request, session, audit.Action.AUDIO_LISTEN)
+    return StrictJsonResponse({"logged": logged})
 
 
 def _file_name(session) -> str:

@@ -42,14 +42,16 @@ from rtvi_dashboard.wire import (
 from dashboard import audit
 from dashboard.auth import bearer_token, scope_membership
 from rtvi_monitor import metrics, redaction
+from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.live import control, lifecycle, process, relay
 from rtvi_monitor.live.admission import Admission
 from rtvi_monitor.live.registry import registry
 from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.live.snapshots import SessionFeed
 from rtvi_monitor.live.start import find_credential, open_ingest
-from rtvi_monitor.models import SESSION_ID_RE, Session
+from rtvi_monitor.models import SESSION_ID_RE, IngestToken, Session
 
+REVOKED = "This ingest token was revoked: the bot must be given a new one to connect again."
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 STREAM_RULE = "stream: use 1-64 characters of A-Z a-z 0-9 _ . : -"
 
@@ -101,6 +103,69 @@ class LeanDispatchMixin:
         await handler(message)
 
 
+def _active_tokens(pks: list[int]) -> set[int]:
+    return set(IngestToken.objects.active().filter(pk__in=pks).values_list("pk", flat=True))
+
+
+class TokenWatch:
+    """The ingest tokens this process's bots stream with, checked again every BROWSER_ACCESS_CHECK seconds
+    (the browsers' interval): a bot whose token was revoked (or deleted) since it connected gets a fatal
+    error frame and CLOSE_BAD_TOKEN, one of wire.FATAL_CLOSE_CODES: the bot package logs the refusal and
+    backs off (30 s, not 0.2 s), and any later try is refused at connect.
+
+    One query a round for every token in use in this process, not a task and a query per socket: a thousand
+    bots share a few tokens, and a round costs one indexed lookup of those few primary keys however many
+    sockets hold them. A socket joins at connect and leaves at disconnect; nothing is added per message.
+    """
+
+    def __init__(self):
+        self.sockets: dict[int, set] = {}  # token pk -> the ingest consumers streaming with it
+        self.task: asyncio.Task | None = None
+        self.loop = None
+
+    def hold(self, consumer, token_pk: int) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:  # a new event loop (a test's): what the last one held is gone with it
+            self.loop, self.sockets, self.task = loop, {}, None
+        self.sockets.setdefault(token_pk, set()).add(consumer)
+        if self.task is None:
+            self.task = loop.create_task(self._watch())
+
+    def release(self, consumer, token_pk: int) -> None:
+        held = self.sockets.get(token_pk)
+        if held is None:
+            return
+        held.discard(consumer)
+        if not held:
+            del self.sockets[token_pk]
+        if not self.sockets and self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(settings.BROWSER_ACCESS_CHECK)
+            held = list(self.sockets)
+            if not held:  # the last ones were closed here: the next bot to connect starts a new round
+                self.task = None
+                return
+            try:
+                active = await in_db_thread(_active_tokens, held, executor=CONNECT_THREAD)
+            except Exception:  # the database is away: the next round asks again
+                logger.warning("Could not check the ingest tokens in use again", exc_info=True)
+                continue
+            for token_pk in held:
+                if token_pk not in active:
+                    for consumer in list(self.sockets.pop(token_pk, ())):
+                        try:
+                            await consumer.fail(REVOKED, CLOSE_BAD_TOKEN)
+                        except Exception:  # one socket's failure must not keep the others open
+                            logger.warning("Could not close a revoked token's socket", exc_info=True)
+
+
+token_watch = TokenWatch()
+
+
 def _query(scope) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("utf-8", "replace")).items()}
 
@@ -113,6 +178,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
     redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
     control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
+    token_pk: int | None = None  # the ingest token it streams with, watched by token_watch
 
     async def connect(self):
         await self.accept()
@@ -145,6 +211,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             self.live_session = await registry.attach(session)
         finally:
             registry.connecting -= 1
+        self.token_pk = credential.pk
+        token_watch.hold(self, credential.pk)
         control.hub.attach(self)  # an operator's request for this session reaches this connection
         if warning:
             await self.reply([{"error": warning, "seq": None}])
@@ -202,6 +270,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         left_at = timezone.now()
         if self.admission is not None:
             self.admission.release_token()
+        if self.token_pk is not None:
+            token_watch.release(self, self.token_pk)
         if self.live_session is not None:
             control.hub.detach(self)
             try:

@@ -19,6 +19,11 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/audio/", audio_views.session_audio, name="api_session_audio"),
     path("api/sessions/<str:session_id>/audio/peaks/", audio_views.session_audio_peaks, name="api_session_audio_peaks"),
     path("api/sessions/<str:session_id>/audio.wav", audio_views.session_audio_wav, name="api_session_audio_wav"),
+    path(
+        "api/sessions/<str:session_id>/audio/played/",
+        audio_views.session_audio_played,
+        name="api_session_audio_played",
+    ),
     path("ingest/audio/<str:session_id>/", audio_views.ingest_status, name="ingest_audio"),
     path("ingest/audio/<str:session_id>/<str:track>/<int:index>", audio_views.ingest_chunk, name="ingest_audio_chunk"),
     path("metrics", api.prometheus, name="metrics"),

@@ -13,13 +13,14 @@ from django.views.decorators.http import require_GET
 from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import member_required
-from dashboard.http import BadParam, Query
+from dashboard.http import BadParam, Query, whole_number
 from dashboard.models import Role
 from rtvi_monitor.audio_views import audio_summary
 from rtvi_monitor.models import Session, SessionAudio
 from rtvi_monitor.sessions import FILTER_CHOICES, filter_sessions
 
 PAGE_SIZE = 50
+MAX_PK = 2**63 - 1  # a session's id (a BigAutoField)
 
 
 def _cursor(session: Session) -> str:
@@ -28,9 +29,12 @@ def _cursor(session: Session) -> str:
 
 
 def _key(cursor: str, name: str) -> tuple[datetime, int]:
-    stamp, _, pk = cursor.rpartition("_")
+    stamp, _, raw_pk = cursor.rpartition("_")
+    pk = whole_number(raw_pk, 19)
     try:
-        return datetime.fromisoformat(stamp), int(pk)
+        if len(stamp) > 40 or pk is None or pk > MAX_PK:  # bounded before either is converted
+            raise ValueError(cursor)
+        return datetime.fromisoformat(stamp), pk
     except ValueError:
         raise BadRequest(f"{name}: not a cursor this page made") from None
 
@@ -141,6 +145,7 @@ def session_detail(request, session_id):
     if request.sees_contents and request.membership.allows(request.organization.audio_role or Role.OPERATOR):
         audio["peaks_url"] = reverse("api_session_audio_peaks", args=[sid])
         audio["wav_url"] = reverse("api_session_audio_wav", args=[sid])
+        audio["played_url"] = reverse("api_session_audio_played", args=[sid])  # the audit log's "listened"
     return render(
         request,
         "rtvi_monitor/session_detail.html",

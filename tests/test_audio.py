@@ -262,6 +262,89 @@ def test_the_wav_is_both_tracks_on_one_clock_with_gaps_silent_and_ranges(token, 
     assert Client().get("/api/sessions/call-1/audio/peaks/?points=0", **auth).status_code == 400
 
 
+def test_a_range_or_a_number_header_too_long_to_be_a_number_is_refused_with_what_was_wrong(token, call, api_key):
+    put(token, "call-1", "user", 0, speak("One moment please."))
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {api_key}"}
+    size = int(Client().head("/api/sessions/call-1/audio.wav", **auth)["Content-Length"])
+    huge = "9" * 5000
+    for asked, said in (
+        (f"bytes={huge}-", "at most 18 digits"),
+        (f"bytes=0-{huge}", "at most 18 digits"),
+        (f"bytes=-{huge}", "at most 18 digits"),
+        (f"bytes={size}-", "past the end"),
+        ("bytes=-0", "nothing to send"),
+        ("bytes=200-100", "before it starts"),
+    ):
+        refused = Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=asked, **auth)
+        assert refused.status_code == 416 and said in refused.json()["error"], asked
+        assert refused["Content-Range"] == f"bytes */{size}"
+    # A Range this does not read (another unit, several ranges, a digit that is not ASCII) is ignored: the whole.
+    for ignored in ("items=0-1", "bytes=0-1,5-6", "bytes=\u0663-"):
+        assert Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=ignored, **auth).status_code == 200
+    for header, value in (("HTTP_X_AUDIO_SAMPLE_RATE", huge), ("HTTP_X_AUDIO_START", huge)):
+        answer = put(token, "call-1", "user", 1, speak("Hi."), headers={header: value})
+        assert answer.status_code == 400 and "is not a number from" in answer.json()["error"]
+    for length in (huge, "\u00b2"):
+        answer = put(token, "call-1", "user", 1, speak("Hi."), headers={"CONTENT_LENGTH": length})
+        assert answer.status_code == 400 and "is not a number of bytes" in answer.json()["error"]
+    assert AudioChunk.objects.count() == 1
+
+
+@pytest.fixture
+def listener(recording_org):
+    """An operator's browser that sends the CSRF token, as the page's player does."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_member(recording_org, "olga", Role.OPERATOR))
+    client.get("/sessions/call-1/")  # the page sets the CSRF cookie
+    return client, {"HTTP_X_CSRFTOKEN": client.cookies["csrftoken"].value}
+
+
+def listens(organization):
+    return list(
+        AuditEntry.objects.filter(organization=organization, action="audio_listen").values_list("actor", "target")
+    )
+
+
+def test_fetching_the_wav_is_not_listening_and_playing_is_one_entry(token, call, recording_org, listener):
+    put(token, "call-1", "user", 0, speak("My card number is on file."))
+    client, csrf = listener
+    assert client.head("/api/sessions/call-1/audio.wav").status_code == 200  # the player's preload
+    assert client.get("/api/sessions/call-1/audio.wav").status_code == 200
+    assert client.get("/api/sessions/call-1/audio.wav", HTTP_RANGE="bytes=0-99").status_code == 206
+    assert listens(recording_org) == []
+    assert client.post("/api/sessions/call-1/audio/played/", **csrf).json() == {"logged": True}
+    assert client.post("/api/sessions/call-1/audio/played/", **csrf).json() == {"logged": False}  # within the hour
+    assert listens(recording_org) == [("olga", "call-1")]
+
+
+def test_a_played_without_the_csrf_token_or_by_a_non_listener_is_refused_and_writes_nothing(
+    token, call, recording_org, listener
+):
+    put(token, "call-1", "user", 0, speak("My card number is on file."))
+    client, csrf = listener
+    forged = client.post("/api/sessions/call-1/audio/played/")  # another site's form: no token
+    assert forged.status_code == 403 and "CSRF" in forged.json()["error"]
+    assert client.get("/api/sessions/call-1/audio/played/").status_code == 405
+    viewer = Client(enforce_csrf_checks=True)
+    viewer.force_login(make_member(recording_org, "vic", Role.VIEWER))
+    viewer.get("/sessions/call-1/")
+    refused = viewer.post("/api/sessions/call-1/audio/played/", HTTP_X_CSRFTOKEN=viewer.cookies["csrftoken"].value)
+    assert refused.status_code == 403 and "Listening to calls needs the operator role" in refused.json()["error"]
+    recording_org.audio_role = "admin"
+    recording_org.save()
+    assert client.post("/api/sessions/call-1/audio/played/", **csrf).status_code == 403
+    assert client.post("/api/sessions/nope/audio/played/", **csrf).status_code == 404
+    assert listens(recording_org) == []
+
+
+def test_a_scripts_get_of_the_wav_is_a_download_once_an_hour(token, call, recording_org, api_key):
+    put(token, "call-1", "user", 0, speak("My card number is on file."))
+    for asked in ("", "bytes=0-99", "bytes=100-"):
+        Client().get("/api/sessions/call-1/audio.wav", HTTP_RANGE=asked, HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    entries = AuditEntry.objects.filter(organization=recording_org, target="call-1")
+    assert [entry.action for entry in entries] == ["audio_download"] and entries[0].actor.startswith("API key")
+
+
 def test_only_roles_allowed_to_hear_get_audio_and_every_listen_and_download_is_audited(
     token, call, recording_org, other_org
 ):
@@ -287,6 +370,7 @@ def test_only_roles_allowed_to_hear_get_audio_and_every_listen_and_download_is_a
 
     for _ in range(3):  # a player's many range requests: one listen in the log
         assert operator.get("/api/sessions/call-1/audio.wav", HTTP_RANGE="bytes=0-99").status_code == 206
+    assert operator.post("/api/sessions/call-1/audio/played/").json() == {"logged": True}
     assert operator.get("/api/sessions/call-1/audio.wav?download=1")["Content-Disposition"].startswith("attachment")
     assert operator.get("/api/sessions/call-1/audio.wav?download=1").status_code == 200
     entries = AuditEntry.objects.filter(organization=recording_org, target="call-1")

@@ -9,6 +9,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.core.management import call_command
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dashboard.models import ApiKey, AuditEntry, AuditImmutable, Membership
 from rtvi_monitor.models import RedactionRule
@@ -258,3 +260,93 @@ def test_deleting_a_session_in_the_site_admin_erases_it_as_the_api_does_and_is_r
     assert list(Session.objects.values_list("session_id", flat=True)) == ["live-1"]
     (entry,) = entries(org, Action.SESSION_ERASED)
     assert (entry.target, entry.actor) == ("call-1", "root")
+
+
+# --- details read as sentences ---------------------------------------------------------------------
+
+PRICE = {
+    "usd_per_million_input_tokens": "2.5",
+    "usd_per_million_output_tokens": "10",
+    "usd_per_thousand_characters": "0",
+    "usd_per_audio_minute": "0",
+}
+REPRS = ("True", "False", "None", "[", "]", "{", "}", "'")
+WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .:-_@…", max_size=20)
+KEYS = st.from_regex(r"[a-z][a-z_]{0,15}", fullmatch=True).filter(lambda key: key not in ("none", "true", "false"))
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | WORDS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(KEYS, VALUES, max_size=6))
+def test_any_detail_reads_as_a_sentence_with_no_python_in_it(detail):
+    from dashboard.audit import describe
+
+    sentence = describe(detail)
+    assert not [token for token in REPRS if token in sentence], sentence
+    assert sentence == "" or (sentence.endswith(".") and not sentence[0].islower())
+
+
+@pytest.mark.parametrize(
+    ("detail", "sentence"),
+    [
+        ({"mode": "cancel", "ok": True, "error": ""}, "Mode: cancel; ok: yes."),  # ended a live session
+        ({"text_length": 12, "run_immediately": False, "ok": False, "error": "no answer"}, None),
+        ({"changed": ["name", "threshold"]}, "Changed: name, threshold."),  # a rule's form
+        ({"created": True}, "Created: yes."),
+        ({"channel_added": "pagerduty"}, "Channel added: pagerduty."),
+        ({"minutes": 0, "until": None}, "Minutes: 0; until: none (lifted)."),  # a silence lifted
+        ({"assignee": None}, "Assignee: nobody."),
+        (
+            {"keep_messages_days": None, "keep_sessions_days": 30},
+            "Keep messages days: for ever; keep sessions days: 30.",
+        ),
+        ({"erased": ["call-1", "call-2"], "live": [], "messages": 18, "spans": 0}, None),
+        ({"locked": True}, "Locked: yes."),  # a sign-in refused while locked out
+        ({"kept": "admin", "claimed": "viewer", "via": "oidc"}, "Kept: admin; claimed: viewer; via: oidc."),
+        ({}, ""),
+    ],
+)
+def test_what_the_writers_write_reads_as_a_sentence(detail, sentence):
+    from dashboard.audit import describe
+
+    said = describe(detail)
+    assert not [token for token in REPRS if token in said], said
+    if sentence is not None:
+        assert said == sentence
+
+
+def test_the_audit_page_and_api_show_the_sentence(staff_client, org, api_key):
+    AuditEntry.objects.create(
+        organization=org, actor="ops", action=Action.SESSION_ENDED, target="call-1", detail={"ok": False, "error": None}
+    )
+    html = staff_client.get("/audit/").content.decode()
+    assert "Ok: no; error: none." in html and "False" not in html
+    (entry,) = [e for e in staff_client.get("/api/audit/").json()["entries"] if e["target"] == "call-1"]
+    assert entry["summary"] == "Ok: no; error: none." and entry["detail"] == {"ok": False, "error": None}
+
+
+def test_revoking_an_invitation_is_recorded_as_that(staff_client, org):
+    from dashboard.models import Invitation
+
+    invitation, _ = Invitation.issue(org, "new@example.com", "viewer")
+    staff_client.post("/settings/members/", {"do": "revoke", "invitation": str(invitation.pk)})
+    (entry,) = entries(org, Action.INVITATION_REVOKED)
+    assert (entry.actor, entry.target, entry.summary) == ("ops", "new@example.com", "Role: viewer.")
+    assert entry.get_action_display() == "revoked an invitation"
+    assert not entries(org, Action.KEY_REVOKED)
+
+
+def test_a_rules_channel_and_fields_are_recorded_in_words(staff_client, org):
+    staff_client.post("/settings/prices/", {"model": "gpt-4o", **PRICE})
+    price = entries(org, Action.PRICE_CHANGED)[0]
+    assert price.summary == "Created: yes."
+    from dashboard.models import Price
+
+    staff_client.post(
+        "/settings/prices/",
+        {"id": Price.objects.get().pk, "model": "gpt-4o", **PRICE, "usd_per_million_input_tokens": "3"},
+    )
+    assert entries(org, Action.PRICE_CHANGED)[0].summary == "Changed: usd per million input tokens."

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def server():
-    with DaphneServer(env={"SESSION_END_GRACE": "1"}) as running:
+    with DaphneServer(env={"SESSION_END_GRACE": "1", "BROWSER_ACCESS_CHECK": "0.2"}) as running:
         running.token = running.manage("create_ingest_token", "--create", "--org", ORG).splitlines()[-1]
         running.key = running.manage("create_api_key", "--create", "--org", ORG).splitlines()[-1]
         yield running
@@ -55,6 +55,29 @@ async def test_send_never_blocks_or_raises_while_the_dashboard_is_down():
     assert client.stats["dropped"] == 900 and not client.stats["connected"]
     assert client.send({"not": {1, 2}}) is None  # not JSON: refused quietly
     assert not await client.flush(0.2)
+    await client.close(0.1)
+
+
+REVOKE = (
+    "from django.utils import timezone; from rtvi_monitor.models import IngestToken; "
+    "IngestToken.objects.filter(key_prefix={prefix!r}).update(revoked_at=timezone.now())"
+)
+
+
+async def test_a_bot_whose_token_is_revoked_is_closed_and_does_not_come_straight_back(server):
+    token = (await asyncio.to_thread(server.manage, "create_ingest_token", "--org", ORG)).splitlines()[-1]
+    client = DashboardClient(server.ws_url, token, "client-revoked")
+    client.start()
+    client.send(rtvi("bot-llm-text", {"text": "hi"}))
+    assert await client.flush(5)
+    await asyncio.to_thread(server.manage, "shell", "-c", REVOKE.format(prefix=token[:10]))
+    for _ in range(100):  # the server checks every 0.2 s
+        if not client.stats["connected"]:
+            break
+        await asyncio.sleep(0.05)
+    assert not client.stats["connected"] and "4401" in client.last_error
+    await asyncio.sleep(1.5)  # a fatal close waits 30 s before it tries again, not the usual 0.2 s
+    assert client.stats["reconnects"] == 1 and not client.stats["connected"]
     await client.close(0.1)
 
 

@@ -31,7 +31,9 @@ RATE = 16000
 CHUNK_SECONDS = 4.0
 RUN = uuid.uuid4().hex[:6]
 LOUD, HUSHED = f"Recorded-{RUN}", f"AdminsListen-{RUN}"
-OPERATOR, VIEWER, HUSHED_OPERATOR = (f"{name}-{RUN}" for name in ("operator", "viewer", "hushed-op"))
+OPERATOR, VIEWER, HUSHED_OPERATOR, LISTENER = (
+    f"{name}-{RUN}" for name in ("operator", "viewer", "hushed-op", "listener")
+)
 PASSWORD = "audio-test-password-1"
 AUDIO_API = re.compile(r"/audio(/|\.wav)")  # the figures, the peaks, the WAV (not a session id with "audio" in it)
 # The bot reports its stop of the caller's speech this late, and its own start this early, against the sound.
@@ -89,7 +91,12 @@ def server():
     try:
         script = SETUP.format(
             organizations=[(LOUD, "operator"), (HUSHED, "admin")],
-            members=[(OPERATOR, LOUD, "operator"), (VIEWER, LOUD, "viewer"), (HUSHED_OPERATOR, HUSHED, "operator")],
+            members=[
+                (OPERATOR, LOUD, "operator"),
+                (VIEWER, LOUD, "viewer"),
+                (HUSHED_OPERATOR, HUSHED, "operator"),
+                (LISTENER, LOUD, "operator"),
+            ],
             password=PASSWORD,
         )
         server.secrets = json.loads(server.manage("shell", "-c", script).splitlines()[-1])
@@ -383,6 +390,49 @@ def test_a_transcript_line_plays_from_its_moment_and_the_cursor_follows(browser,
         assert download.status == 200 and download.headers["content-type"] == "audio/wav"
         assert download.headers["content-disposition"].startswith("attachment")
         assert not page.evaluate("() => window.rtviAudio.state.polling")  # an ended call: asked once
+    finally:
+        context.close()
+
+
+def listen_entries(server, session_id: str) -> list[str]:
+    """Who the audit log says listened to the call (its API, with the organization's key)."""
+    key = server.secrets[LOUD][1]
+    answer = httpx.get(
+        f"{server.url}/api/audit/",
+        params={"action": "audio_listen", "target": session_id},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    return [entry["actor"] for entry in answer.json()["entries"]]
+
+
+def test_the_audit_log_says_listened_when_the_call_played_not_when_the_page_opened(browser, server, ended_call):
+    session_id = ended_call[0]
+    context, page = signed_in(browser, server, LISTENER)
+    requests: list[str] = []
+    try:
+        open_session(page, server, session_id, requests)
+        player_ready(page)  # the WAV's header is fetched (preload="metadata"): not listening
+        assert any(".wav" in url for url in requests), requests
+        page.wait_for_load_state("networkidle")
+        assert LISTENER not in listen_entries(server, session_id)
+
+        with page.expect_response(lambda response: response.url.endswith("/audio/played/")) as told:
+            page.click("#audio-play")
+        assert told.value.json() == {"logged": True}
+        assert listen_entries(server, session_id).count(LISTENER) == 1
+        page.click("#audio-play")  # pause, seek, play again: the same listen
+        page.wait_for_function("() => document.getElementById('audio').paused")
+        page.locator("#audio-wave").press("Home")
+        page.click("#audio-play")
+        page.wait_for_function("() => !document.getElementById('audio').paused")
+        page.reload()  # another page view within the hour: the same entry
+        page.wait_for_function("() => window.rtviSession && window.rtviSession.model !== null")
+        player_ready(page)
+        with page.expect_response(lambda response: response.url.endswith("/audio/played/")) as told_again:
+            page.click("#audio-play")
+        assert told_again.value.json() == {"logged": False}
+        assert listen_entries(server, session_id).count(LISTENER) == 1
+        assert sum(url.endswith("/audio/played/") for url in requests) == 2  # one a page view: its first play
     finally:
         context.close()
 

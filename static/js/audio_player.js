@@ -14,6 +14,10 @@
 // the playhead kept: a WAV's length is in its header. While it plays, the new source waits until the
 // old one runs out (or a seek goes past it), so that the sound is not cut every 5 s.
 //
+// The audit log's "listened": the first time the sound plays on this page, the player POSTs to
+// audio/played/ (the server keeps one entry per listener and session an hour). Opening the page, the
+// preload of the WAV's header and seeking are not listening, and say nothing.
+//
 // Everything the server sent is written with textContent.
 import { formatDuration } from "./format.js";
 import { clockOf, timeTicks } from "./session_view.js";
@@ -199,9 +203,19 @@ async function getJson(url) {
   return answer;
 }
 
+/** POST with the page's CSRF token; resolves when the server took it, rejects otherwise. */
+async function postJson(url, token) {
+  const response = await fetch(url, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { Accept: "application/json", "X-CSRFToken": token },
+  });
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+}
+
 /**
  * @param {{
- *   urls: {url: string, peaks_url?: string, wav_url?: string},
+ *   urls: {url: string, peaks_url?: string, wav_url?: string, played_url?: string},
  *   live: () => boolean | null,
  *   follow: (at: number) => void,
  *   turnStart?: (index: number) => number | null,
@@ -232,6 +246,7 @@ export function createAudioPlayer(on) {
   let lastAt = null; // where the cursor was last put, by the player or the page
   let peaksAsked = 0; // the newest peaks request: an older answer is dropped
   let cache = null; // the waveform without its playhead: {canvas, key}
+  let played = "no"; // "no", "telling" or "told": whether the server knows this page played the call
 
   // --- positions, on the call's clock (epoch seconds) ---
 
@@ -579,6 +594,21 @@ export function createAudioPlayer(on) {
     }
   }
 
+  /** The sound is playing: the first time on this page, the audit log is told (again on a later play if it failed). */
+  function tellPlayed() {
+    if (played !== "no" || !urls.played_url) return;
+    played = "telling";
+    const token = $("audio-player")?.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
+    postJson(urls.played_url, token).then(
+      () => {
+        played = "told";
+      },
+      () => {
+        played = "no";
+      },
+    );
+  }
+
   // --- events ---
 
   if (mayPlay) {
@@ -592,6 +622,7 @@ export function createAudioPlayer(on) {
       drawSoon();
     });
     audio.addEventListener("play", drawSoon);
+    audio.addEventListener("playing", tellPlayed);
     audio.addEventListener("pause", () => {
       report(false);
       drawSoon();
