@@ -6,7 +6,7 @@ from django.shortcuts import render
 from dashboard import audit
 from dashboard.auth import key_or_member_required, member_required
 from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, strict_dumps
-from dashboard.models import AuditEntry, Role
+from dashboard.models import AuditEntry
 
 PAGE = 100  # entries a page
 EXPORT_CHUNK = 1000
@@ -33,7 +33,7 @@ def filtered(organization, params):
     return entries.order_by("-id")
 
 
-@member_required(role=Role.ADMIN)
+@member_required("audit.read")
 def audit_page(request):
     organization = request.organization
     error = ""
@@ -68,7 +68,7 @@ def _ndjson(entries):
 
 
 @json_methods("GET")
-@key_or_member_required(role=Role.ADMIN)
+@key_or_member_required("audit.read")
 def audit_json(request):
     """GET /api/audit/: entries newest first (filters as the page's; `before` pages back); ?format=ndjson: all."""
     try:

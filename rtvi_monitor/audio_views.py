@@ -21,11 +21,11 @@ from django.core.cache import cache
 from django.http import HttpResponse, StreamingHttpResponse
 
 from dashboard import audit
-from dashboard.auth import bearer_token, key_or_member_required
+from dashboard.auth import ingest_door, ingest_token, key_or_member_required
 from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
-from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
+from rtvi_monitor.models import AudioChunk, Session, SessionAudio
 
 MAX_INDEX = 999_999
 RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -33,13 +33,6 @@ WINDOW_FRAMES = 16000 * 10  # frames rendered at a time while streaming
 
 
 # The bot's side ----------------------------------------------------------------------------------------
-
-
-def _ingest_token(request):
-    token = IngestToken.objects.find(bearer_token(request))
-    if token is None:
-        return None, json_error("Send 'Authorization: Bearer <ingest token>' (the token the bot streams with).", 401)
-    return token, None
 
 
 def _session_or_wait(token, session_id: str):
@@ -55,8 +48,9 @@ def _session_or_wait(token, session_id: str):
 
 
 @json_methods("GET")
+@ingest_door
 def ingest_status(request, session_id):
-    token, refused = _ingest_token(request)
+    token, refused = ingest_token(request)
     if refused:
         return refused
     organization = token.organization
@@ -101,6 +95,7 @@ class _Pending:
 
 
 @json_methods("PUT")
+@ingest_door
 async def ingest_chunk(request, session_id, track, index):
     """A chunk is stored on the audio's own thread (rtvi_monitor/dbthread.py, AUDIO_THREAD): its encoding and
     analysis never queue behind pages' views, nor pages behind them, and one chunk at a time is written.
@@ -123,7 +118,7 @@ async def ingest_chunk(request, session_id, track, index):
 
 
 def _ingest_chunk(request, session_id, track, index):
-    token, refused = _ingest_token(request)
+    token, refused = ingest_token(request)
     if refused:
         return refused
     if track not in audio.TRACKS:
@@ -156,20 +151,6 @@ def _ingest_chunk(request, session_id, track, index):
 
 
 # The reader's side -------------------------------------------------------------------------------------
-
-
-def listen_refusal(request):
-    """403 JSON when this caller may not hear the organization's calls, else None."""
-    if getattr(request, "api_key", None) is not None:
-        return None
-    membership = getattr(request, "membership", None)
-    needed = request.organization.audio_role
-    if membership is None or not request.sees_contents or not membership.allows(needed):
-        role = membership.role if membership else "none"
-        return json_error(
-            f"Listening to calls needs the {needed} role in {request.organization}; yours is {role}.", 403
-        )
-    return None
 
 
 def _session(request, session_id):
@@ -229,7 +210,7 @@ def audio_summary(recording, session) -> dict:
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.figures")
 def session_audio(request, session_id):
     session, refused = _session(request, session_id)
     if refused:
@@ -242,7 +223,7 @@ def session_audio(request, session_id):
         )
     analysis = audio.current_analysis(recording, session)
     comparison = comparison_of(recording, session, analysis)
-    listener = listen_refusal(request) is None
+    listener = request.can.audio_listen
     return StrictJsonResponse(
         {
             "recorded": True,
@@ -263,9 +244,9 @@ def session_audio(request, session_id):
 
 
 def _heard_recording(request, session_id):
-    """(session, recording, None) for a listener of a recorded session, else (None, None, the refusal)."""
+    """(session, recording, None) for a recorded session (the door let a listener in), else (None, None, a 404)."""
     session, refused = _session(request, session_id)
-    if refused or (refused := listen_refusal(request)):
+    if refused:
         return None, None, refused
     recording = SessionAudio.objects.filter(session=session).first()
     if recording is None:
@@ -274,7 +255,7 @@ def _heard_recording(request, session_id):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("audio.listen")
 def session_audio_peaks(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
@@ -322,7 +303,7 @@ async def _wav_bytes(recording, placed, first: int, last: int):
 
 
 @json_methods("GET", "HEAD")
-@key_or_member_required
+@key_or_member_required("audio.listen")
 def session_audio_wav(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
