@@ -13,8 +13,8 @@ finds the actor and answers a refusal the way its door speaks:
 - Sockets: `scope_actor(scope)` (rtvi_monitor/consumers.py).
 - Templates: `can` (`{% if can.org_settings %}`), from `membership_context`.
 
-Each decorator records its action on the view (`view.access_action`); tests/test_access_policy.py
-fails on a URL that has none. A user belongs to one or more organizations and works in one at a
+Each decorator records its action on the view (`view.access_action`, and `view.access_door`: "page"
+reads no key); tests/test_access_policy.py fails on a URL that has none. A user belongs to one or more organizations and works in one at a
 time: the one picked with the switcher (kept under ORGANIZATION_SESSION_KEY), else the first by name.
 Django's is_staff opens the site admin only.
 """
@@ -155,7 +155,7 @@ def _key_or_member_check(request, actions):
     return None
 
 
-def _wrap(view, check, actions):
+def _wrap(view, check, actions, door: str):
     if iscoroutinefunction(view):
 
         @wraps(view)
@@ -170,7 +170,7 @@ def _wrap(view, check, actions):
         def wrapper(request, *args, **kwargs):
             return check(request, actions) or view(request, *args, **kwargs)
 
-    wrapper.access_action = actions
+    wrapper.access_action, wrapper.access_door = actions, door
     return wrapper
 
 
@@ -183,7 +183,7 @@ def _known(actions):
 def member_required(actions):
     """Pages: a signed-in member whose role allows the action (dashboard/access.py)."""
     _known(actions)
-    return lambda view: _wrap(view, _member_check, actions)
+    return lambda view: _wrap(view, _member_check, actions, "page")
 
 
 def key_or_member_required(actions):
@@ -195,7 +195,7 @@ def key_or_member_required(actions):
     script. Works on sync and async views.
     """
     _known(actions)
-    return lambda view: _wrap(view, _key_or_member_check, actions)
+    return lambda view: _wrap(view, _key_or_member_check, actions, "json")
 
 
 def public(reason: str):

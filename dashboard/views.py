@@ -142,7 +142,9 @@ async def agent_detail(request, agent_id):
                 lambda **changes: _page_link(request, **changes),
             )
         )
-    return await arender(request, "dashboard/agent_detail.html", context)
+    # Not in the list (which could not be fetched): the page says why, as a 404 (not this organization's, as far
+    # as anybody knows).
+    return await arender(request, "dashboard/agent_detail.html", context, status=404 if agent is None else 200)
 
 
 @require_POST
