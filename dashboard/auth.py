@@ -13,10 +13,10 @@ finds the actor and answers a refusal the way its door speaks:
 - Sockets: `scope_actor(scope)` (rtvi_monitor/consumers.py).
 - Templates: `can` (`{% if can.org_settings %}`), from `membership_context`.
 
-Each decorator records its action on the view (`view.access_action`, and `view.access_door`: "page"
-reads no key); tests/test_access_policy.py fails on a URL that has none. A user belongs to one or more organizations and works in one at a
-time: the one picked with the switcher (kept under ORGANIZATION_SESSION_KEY), else the first by name.
-Django's is_staff opens the site admin only.
+Each decorator records its action on the view (`view.access_action`, and `view.access_door`: a
+"page" reads no key); tests/test_access_policy.py fails on a URL that has none. A user belongs to
+one or more organizations and works in one at a time: the one picked with the switcher (kept under
+ORGANIZATION_SESSION_KEY), else the first by name. Django's is_staff opens the site admin only.
 """
 
 from functools import wraps
