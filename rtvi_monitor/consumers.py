@@ -233,8 +233,7 @@ def _still_allowed(scope, organization_id, action: str) -> bool:
     key = getattr(browser_session, "session_key", None)
     if key is None or not browser_session.exists(key):  # signed out (or the login expired) since
         return False
-    actor = scope_actor(scope)
-    return actor.organization_id == organization_id and access.allows(actor, action, organization_id)
+    return access.allows(scope_actor(scope), action, organization_id)
 
 
 class AccessWatch:
