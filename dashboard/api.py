@@ -11,7 +11,7 @@ from dashboard.http import StrictJsonResponse, bool_param, json_error, json_meth
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("agents.read")
 async def agents_json(request):
     """GET /api/agents/: the cached list for scripts, with its age and any upstream error."""
     try:

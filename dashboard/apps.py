@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class DashboardConfig(AppConfig):
@@ -7,3 +8,10 @@ class DashboardConfig(AppConfig):
 
     def ready(self):
         from dashboard import audit  # noqa: F401  (connects the sign-in signals)
+
+
+class SiteAdminConfig(admin_apps.AdminConfig):
+    """Django's admin, its site asking the access policy (dashboard/auth.py SiteAdmin)."""
+
+    default = False  # dashboard's own config stays DashboardConfig
+    default_site = "dashboard.auth.SiteAdmin"

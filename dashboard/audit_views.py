@@ -16,7 +16,7 @@ from dashboard.http import (
     strict_dumps,
     while_key_valid,
 )
-from dashboard.models import AuditEntry, Role
+from dashboard.models import AuditEntry
 
 PAGE = 100  # entries a page
 EXPORT_CHUNK = 1000
@@ -43,7 +43,7 @@ def filtered(organization, params):
     return entries.order_by("-id")
 
 
-@member_required(role=Role.ADMIN)
+@member_required("audit.read")
 def audit_page(request):
     organization = request.organization
     error = ""
@@ -78,7 +78,7 @@ def _ndjson(entries):
 
 
 @json_methods("GET")
-@key_or_member_required(role=Role.ADMIN)
+@key_or_member_required("audit.read")
 def audit_json(request):
     """GET /api/audit/: entries newest first (filters as the page's; `before` pages back); ?format=ndjson: all."""
     try:

@@ -1,36 +1,41 @@
-"""Who is asking, and what they may do: a member in a browser (with a role), or a script with a bearer key.
+"""The doors: who is asking (a member's browser, a script's key, a bot's token), and the access policy asked.
 
-A user belongs to one or more organizations (Membership), with a role in each
-(dashboard.models.Role: viewer < operator < admin), and works in one at a
-time: the one they picked with the switcher (kept in their browser session
-under ORGANIZATION_SESSION_KEY), else the first by name. Django's is_staff
-plays no part: it only opens the site admin, for the people who run the
-installation.
+What each actor may do is dashboard/access.py's (its docstring has the whole table); this module
+finds the actor and answers a refusal the way its door speaks:
 
-- Pages: `member_required(role=...)`: a login redirect, else a 403 page
-  that says what is missing (no organization, or a role below the one asked).
-- JSON: `key_or_member_required(role=...)`: a private API key (its scopes:
-  "read" for GET and HEAD, "write" for the rest; expired or revoked keys are
-  refused) or a member's browser session; 401/403 JSON, never a redirect.
-- Sockets: `scope_membership(scope)` (rtvi_monitor/consumers.py).
+- Pages: `member_required(action)`: a login redirect, else a 403 page that says why (no
+  organization, or a role below the action's).
+- JSON: `key_or_member_required(action)`: a private API key (the scope the action needs; expired
+  or revoked keys are refused) or a member's browser session; 401/403 JSON, never a redirect. The
+  action may differ by method: `key_or_member_required({"GET": "alerts.read", "POST": "alerts.rules"})`.
+- Bots' uploads: `ingest_token(request)` (the view is marked `ingest_door`).
+- Public views: `public(reason)`. The site admin: `SiteAdmin.has_permission` (`site.admin`).
+- Sockets: `scope_actor(scope)` (rtvi_monitor/consumers.py).
+- Templates: `can` (`{% if can.org_settings %}`), from `membership_context`.
 
-Transcripts and messages ("contents") are for operators and admins, and for
-keys: `request.sees_contents`. A viewer gets figures, health and alerts.
+Each decorator records its action on the view (`view.access_action`, and `view.access_door`: a
+"page" reads no key); tests/test_access_policy.py fails on a URL that has none. A user belongs to
+one or more organizations and works in one at a time: the one picked with the switcher (kept under
+ORGANIZATION_SESSION_KEY), else the first by name. Django's is_staff opens the site admin only.
 """
 
 from functools import wraps
+from importlib import import_module
 from inspect import iscoroutinefunction
 
 from asgiref.sync import sync_to_async
+from django.contrib.admin import AdminSite
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponseForbidden
 from django.template.loader import render_to_string
+from django.urls import include
 
+from dashboard import access
+from dashboard.access import Actor, Permissions
 from dashboard.http import json_error
-from dashboard.models import ApiKey, Membership, Role
+from dashboard.models import ApiKey, Membership
 
 ORGANIZATION_SESSION_KEY = "organization"
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def bearer_token(request_or_headers) -> str:
@@ -72,9 +77,33 @@ def request_membership(request) -> Membership | None:
     return request._membership
 
 
-def scope_membership(scope) -> Membership | None:
+def member_actor(request) -> Actor:
+    """A browser's actor: its signed-in user in the organization they work in now (no key is read)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return access.ANONYMOUS
+    return Actor(user=user, membership=request_membership(request))
+
+
+def scope_actor(scope) -> Actor:
     """The same for a browser's socket: its user, and the organization its browser session has picked."""
-    return membership_of(scope.get("user"), _chosen(scope.get("session")))
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return access.ANONYMOUS
+    return Actor(user=user, membership=membership_of(user, _chosen(scope.get("session"))))
+
+
+def _admit(request, actor: Actor) -> None:
+    """What a view behind a door reads: who asks, their organization, and what they may do."""
+    request.actor, request.can = actor, Permissions(actor)
+    request.membership, request.api_key = actor.membership, actor.key
+    credential = actor.membership or actor.key
+    request.organization = credential.organization if credential is not None else None
+    request.sees_contents = request.can.sessions_contents  # the contents rule (access.py), asked once
+
+
+def _action_of(actions, request) -> str:
+    return actions if isinstance(actions, str) else actions.get(request.method, "public")
 
 
 def _forbidden_page(request, message: str):
@@ -82,107 +111,142 @@ def _forbidden_page(request, message: str):
     return HttpResponseForbidden(html)
 
 
-def role_refusal(membership: Membership, role: str) -> str:
-    return (
-        f"This needs the {role} role in {membership.organization}; yours is {membership.role}. "
-        "An admin of the organization can change it."
-    )
+def _action_of(actions, request) -> str | None:
+    """The action a request asks for: the door's one, or its method's (None: the door takes no such method)."""
+    return actions if isinstance(actions, str) else actions.get(request.method)
 
 
-NO_ORGANIZATION = "Your account belongs to no organization; ask an admin of one to invite you."
-
-
-def _member_check(request, role: str):
-    """Sets request.membership/organization for a signed-in member; returns an error page or None."""
-    if not request.user.is_authenticated:
+def _member_check(request, actions):
+    """Admits a signed-in member the action allows; else the login redirect or a 403 page saying why."""
+    actor = member_actor(request)
+    if actor.anonymous:
         return redirect_to_login(request.get_full_path(), "login")
-    membership = request_membership(request)
-    if membership is None:
-        return _forbidden_page(request, NO_ORGANIZATION)
-    if not membership.allows(role):
-        return _forbidden_page(request, role_refusal(membership, role))
-    request.membership, request.organization = membership, membership.organization
-    request.sees_contents = membership.sees_contents
+    action = _action_of(actions, request)
+    refused = access.refusal(actor, action) if action else f"{request.method} is not a method of this page."
+    if refused:
+        return _forbidden_page(request, refused)
+    _admit(request, actor)
     return None
 
 
-def _wrap(view, check):
-    if iscoroutinefunction(view):
-
-        @wraps(view)
-        async def async_wrapper(request, *args, **kwargs):
-            refused = await sync_to_async(check)(request)
-            return refused or await view(request, *args, **kwargs)
-
-        return async_wrapper
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        return check(request) or view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def member_required(view=None, *, role: str = Role.VIEWER):
-    """Pages: a signed-in member of an organization with at least `role`."""
-    if view is None:
-        return lambda view: member_required(view, role=role)
-    return _wrap(view, lambda request: _member_check(request, role))
-
-
-def _authenticate(request, role: str):
-    """Sets request.organization from a bearer key or a member's session; returns an error response or None."""
+def _key_or_member_check(request, actions):
+    """Admits a private API key or a signed-in member the action allows; else a 401/403 JSON saying why."""
+    action = _action_of(actions, request)
+    if action is None:
+        return json_error(f"Method {request.method} is not allowed here.", 405)
+    keys_only = access.ACTIONS[action].role is None  # a member's browser session is not read at all
     token = bearer_token(request)
     if token:
         key = ApiKey.objects.find(token)
         if key is None:
             return json_error("Unknown, revoked or expired API key.", 401)
-        scope = "read" if request.method in SAFE_METHODS else "write"
-        if not key.allows(scope):
-            return json_error(f"This API key's scopes are {key.scopes!r}; {request.method} needs {scope!r}.", 403)
-        key.touch()
-        request.organization = key.organization
-        request.api_key = key  # the audit log names the key
-        request.membership = None
-        request.sees_contents = True  # the organization's own script
-        return None
-    if request.user.is_authenticated:
-        membership = request_membership(request)
-        if membership is None:
-            return json_error(NO_ORGANIZATION, 403)
-        if not membership.allows(role):
-            return json_error(role_refusal(membership, role), 403)
-        request.membership, request.organization = membership, membership.organization
-        request.sees_contents = membership.sees_contents
-        return None
-    return json_error("Send 'Authorization: Bearer <private API key>' or log in.", 401)
+        actor = Actor(key=key)
+    elif keys_only:
+        return json_error("Missing 'Authorization: Bearer <private API key>' header.", 401)
+    else:
+        actor = member_actor(request)
+        if actor.anonymous:
+            return json_error("Send 'Authorization: Bearer <private API key>' or log in.", 401)
+    if refused := access.refusal(actor, action, method=request.method):
+        return json_error(refused, 403)
+    if actor.key is not None:
+        actor.key.touch()
+    _admit(request, actor)
+    return None
 
 
-def key_or_member_required(view=None, *, role: str = Role.VIEWER):
-    """For JSON endpoints: a private API key (with the method's scope) or a member's browser session.
+def _wrap(view, check, actions, door: str):
+    if iscoroutinefunction(view):
 
-    Sets `request.organization` and `request.sees_contents`. Answers 401/403
-    JSON, never a login redirect, since the caller is a script. Works on sync
-    and async views.
+        @wraps(view)
+        async def async_wrapper(request, *args, **kwargs):
+            refused = await sync_to_async(check)(request, actions)
+            return refused or await view(request, *args, **kwargs)
+
+        wrapper = async_wrapper
+    else:
+
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            return check(request, actions) or view(request, *args, **kwargs)
+
+    wrapper.access_action, wrapper.access_door = actions, door
+    return wrapper
+
+
+def _known(actions):
+    for action in [actions] if isinstance(actions, str) else actions.values():
+        access.ACTIONS[action]  # a misspelt action fails at import, not at the first request
+    return actions
+
+
+def member_required(actions):
+    """Pages: a signed-in member whose role allows the action (dashboard/access.py)."""
+    _known(actions)
+    return lambda view: _wrap(view, _member_check, actions, "page")
+
+
+def key_or_member_required(actions):
+    """JSON: a private API key or a member's browser session that the action allows (dashboard/access.py).
+
+    `actions`: one action, or one per method ({"GET": ..., "DELETE": ...}). Sets `request.actor`,
+    `request.can`, `request.organization`, `request.membership` / `request.api_key` and
+    `request.sees_contents`. Answers 401/403 JSON, never a login redirect, since the caller is a
+    script. Works on sync and async views.
     """
-    if view is None:
-        return lambda view: key_or_member_required(view, role=role)
-    return _wrap(view, lambda request: _authenticate(request, role))
+    _known(actions)
+    return lambda view: _wrap(view, _key_or_member_check, actions, "json")
 
 
-CONTENTS_REFUSED = "Call contents (transcripts and messages) need the operator role; yours is viewer."
+def public(reason: str):
+    """A view anyone may open; `reason` says why it needs no actor (read by tests/test_access_policy.py)."""
+
+    def mark(view):
+        view.access_action, view.access_reason = "public", reason
+        return view
+
+    return mark
 
 
-def contents_refusal(request):
-    """403 JSON when the caller may not read call contents, else None."""
-    if getattr(request, "sees_contents", False):
-        return None
-    return json_error(CONTENTS_REFUSED, 403)
+def public_include(urlconf: str, reason: str):
+    """`include(urlconf)` of another package's views, every one of them public for `reason`."""
+    module = import_module(urlconf)
+    for pattern in module.urlpatterns:
+        public(reason)(pattern.callback)
+    return include(module)
+
+
+def ingest_door(view):
+    """A bot's upload (`ingest`): the view's first step is `ingest_token(request)`, on the thread it stores on."""
+    view.access_action = "ingest"
+    return view
+
+
+def ingest_token(request):
+    """(the request's ingest token, None), or (None, the 401 JSON to answer)."""
+    from rtvi_monitor.models import IngestToken
+
+    token = IngestToken.objects.find(bearer_token(request))
+    if access.refusal(Actor(ingest_token=token), "ingest"):
+        return None, json_error("Send 'Authorization: Bearer <ingest token>' (the token the bot streams with).", 401)
+    return token, None
+
+
+class SiteAdmin(AdminSite):
+    """Django's site admin, opened by the access policy's `site.admin` (the installation's staff)."""
+
+    access_action = "site.admin"
+
+    def has_permission(self, request):
+        user = getattr(request, "user", None)
+        actor = Actor(user=user) if user is not None and user.is_authenticated else access.ANONYMOUS
+        return access.allows(actor, self.access_action)
 
 
 def membership_context(request):
-    """Templates: the current membership, and every one of the user's (the organization switcher)."""
+    """Templates: the current membership, every one of the user's (the switcher), and what they may do (`can`)."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
-        return {}
+        return {"can": Permissions(access.ANONYMOUS)}
     current = request_membership(request)
-    return {"membership": current, "memberships": request._memberships}
+    can = getattr(request, "can", None) or Permissions(Actor(user=request.user, membership=current))
+    return {"membership": current, "memberships": request._memberships, "can": can}

@@ -37,9 +37,9 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from dashboard.agents import AgentRecord, DeploymentRecord
-from dashboard.auth import bearer_token
+from dashboard.auth import key_or_member_required
 from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
-from dashboard.models import Agent, ApiKey, Organization
+from dashboard.models import Agent
 from dashboard.pipecat_cloud import LOG_ORDERS, SESSION_STATUSES, START_TYPES
 from rtvi_monitor.events import stored_message
 from rtvi_monitor.models import SESSION_ID_RE, EndKind, Event, Session
@@ -114,24 +114,15 @@ def agent_json(agent: AgentRecord, include_deployment: bool) -> dict:
 
 
 @json_methods("GET")
+@key_or_member_required("agents.api")
 def agents(request):
     """GET /v1/agents: the key's organization's agents, as `{"services": [...]}`."""
-    token = bearer_token(request)
-    if not token:
-        return json_error("Missing 'Authorization: Bearer <private API key>' header.", 401)
-    key = ApiKey.objects.find(token)
-    if key is None:
-        return json_error("Unknown, revoked or expired API key.", 401)
-    if not key.allows("read"):
-        return json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
-
     try:
         include = _query(request).boolean("includeActiveDeployment", default=False)
     except BadParam as exc:
         return json_error(str(exc), 400)
 
-    key.touch()
-    queryset = Agent.objects.filter(organization=key.organization).order_by("created_at", "id")
+    queryset = Agent.objects.filter(organization=request.organization).order_by("created_at", "id")
     if include:
         queryset = queryset.select_related("active_deployment")
     return StrictJsonResponse({"services": [agent_json(record_of(a, include), include) for a in queryset]})
@@ -155,20 +146,6 @@ def time_range(query: Query) -> tuple[float | None, float | None]:
 # --- who is asking, and which agent ---------------------------------------------------------------
 
 
-def key_organization(request) -> tuple[Organization | None, StrictJsonResponse | None]:
-    """The organization of the request's private API key, or the 401 to answer (as GET /v1/agents does)."""
-    token = bearer_token(request)
-    key = ApiKey.objects.find(token) if token else None
-    if key is None:
-        missing = "Missing 'Authorization: Bearer <private API key>' header."
-        reason = "Unknown, revoked or expired API key." if token else missing
-        return None, json_error(reason, 401)
-    if not key.allows("read"):
-        return None, json_error(f"This API key's scopes are {key.scopes!r}; GET needs 'read'.", 403)
-    key.touch()
-    return key.organization, None
-
-
 def agent_endpoint(view):
     """A GET view of one agent: its organization's key, then its name from the path, then its parameters.
 
@@ -179,11 +156,10 @@ def agent_endpoint(view):
 
     @wraps(view)
     def wrapper(request, agent_name: str, **kwargs):
-        organization, refused = key_organization(request)
-        if refused:
-            return refused
         agent = (
-            Agent.objects.select_related("active_deployment").filter(organization=organization, name=agent_name).first()
+            Agent.objects.select_related("active_deployment")
+            .filter(organization=request.organization, name=agent_name)
+            .first()
         )
         if agent is None:
             return json_error(f"No agent named {agent_name!r} in your organization.", 404)
@@ -192,7 +168,7 @@ def agent_endpoint(view):
         except BadParam as exc:
             return json_error(str(exc), 400)
 
-    return json_methods("GET")(wrapper)
+    return json_methods("GET")(key_or_member_required("agents.api")(wrapper))
 
 
 # --- the agent ------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ class AgentRetention(models.Model):
 
 
 class Role(models.TextChoices):
-    """What a member may do in an organization; each role may do what the ones before it may."""
+    """A member's rank in an organization; each may do what the ones before it may (dashboard/access.py)."""
 
     VIEWER = "viewer", "viewer"  # health, figures and alerts; never a transcript or a message's contents
     OPERATOR = "operator", "operator"  # and transcripts, messages, exports, actions on calls
@@ -153,15 +153,6 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
-
-    def allows(self, role: str) -> bool:
-        """Whether this member's role is `role` or above it."""
-        return Role.rank(self.role) >= Role.rank(role)
-
-    @property
-    def sees_contents(self) -> bool:
-        """Transcripts and messages: operators and admins; a viewer sees figures only."""
-        return self.allows(Role.OPERATOR)
 
 
 class Invitation(models.Model):

@@ -33,12 +33,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard import agents as agents_service
 from dashboard import audit
-from dashboard.auth import ORGANIZATION_SESSION_KEY, member_required, memberships_of
+from dashboard.auth import ORGANIZATION_SESSION_KEY, member_required, memberships_of, public
 from dashboard.http import whole_number
 from dashboard.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
 from rtvi_monitor.models import AlertRule, IngestToken, RedactionRule
 
-admin_required = member_required(role=Role.ADMIN)
 SECTIONS = [
     ("org_members", "Members"),
     ("org_keys", "Keys and tokens"),
@@ -108,10 +107,9 @@ def _changed(request, action: str, target: str, **detail) -> None:
 
 
 @require_POST
+@member_required("account")
 def switch_organization(request):
     """POST organization=<id>: work in another of one's organizations from now on (this browser)."""
-    if not request.user.is_authenticated:
-        return redirect("login")
     chosen = request.POST.get("organization", "")
     if not any(str(m.organization_id) == chosen for m in memberships_of(request.user)):
         raise Http404("You are not a member of that organization.")
@@ -132,6 +130,7 @@ class SignUpForm(UserCreationForm):
         fields = ("username",)
 
 
+@public("an invitation's secret link is its credential: whoever opens it joins, signed in or signing up")
 @require_http_methods(["GET", "POST"])
 def accept_invitation(request, secret: str):
     """A one-time invitation: join as a signed-in user, or make an account here and join with it."""
@@ -211,7 +210,7 @@ def _change_member(request, organization, do: str):
     return redirect("org_members")
 
 
-@admin_required
+@member_required("org.members")
 @require_http_methods(["GET", "POST"])
 def members(request):
     organization = request.organization
@@ -282,7 +281,7 @@ class TokenForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="Which bots use it.")
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def keys(request):
     organization = request.organization
@@ -483,7 +482,7 @@ def _after_change(model) -> None:
         forget_prices()  # this process prices with it at once; the others within a minute
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def alert_rules(request):
     if request.method == "POST" and request.POST.get("do") in ("add-channel", "delete-channel", "test-channel"):
@@ -556,13 +555,13 @@ def _target_key(target) -> str:
     return f"c{target.channel.pk}" if target.channel is not None else target.kind
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def prices(request):
     return _rows_page(request, "org_prices")
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def redaction(request):
     return _rows_page(request, "org_redaction")
@@ -596,7 +595,7 @@ class AgentRetentionForm(forms.ModelForm):
         return cleaned
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def retention(request):
     organization = request.organization
@@ -656,7 +655,7 @@ class RecordingForm(forms.ModelForm):
         widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3})}
 
 
-@admin_required
+@member_required("org.settings")
 @require_http_methods(["GET", "POST"])
 def recording(request):
     """Whether calls' audio is kept (off until an admin turns it on), for which agents, who may hear it, how long."""
@@ -691,7 +690,7 @@ class EraseForm(forms.Form):
         return cleaned
 
 
-@admin_required
+@member_required("sessions.erase")
 @require_http_methods(["GET", "POST"])
 def erase(request):
     """Erase on request: one session, or every session of one caller; what went is said and audited."""
@@ -724,6 +723,6 @@ def erase(request):
     return _render(request, "erase.html", {"form": form}, status=400 if request.method == "POST" else 200)
 
 
-@admin_required
+@member_required("org.settings")
 def index(request):
     return redirect("org_members")

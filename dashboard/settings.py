@@ -66,7 +66,7 @@ CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "dashboard.apps.SiteAdminConfig",  # django.contrib.admin, its site asking dashboard/access.py
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

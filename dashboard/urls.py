@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import api, audit_views, builtin_api, errors, org_admin, views
+from dashboard.auth import public, public_include
 from dashboard.login import ThrottledAuthenticationForm
 from rtvi_monitor import alert_views, otlp
 
@@ -30,11 +31,19 @@ urlpatterns = [
     path("api/audit/", audit_views.audit_json, name="api_audit"),
     path(
         "login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm),
+        public("where one signs in")(
+            auth_views.LoginView.as_view(
+                redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm
+            )
+        ),
         name="login",
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    *([path("oidc/", include("mozilla_django_oidc.urls"))] if "mozilla_django_oidc" in settings.INSTALLED_APPS else []),
+    path("logout/", public("signing out asks nothing of whoever asks")(auth_views.LogoutView.as_view()), name="logout"),
+    *(
+        [path("oidc/", public_include("mozilla_django_oidc.urls", "single sign-on: the provider's redirects"))]
+        if "mozilla_django_oidc" in settings.INSTALLED_APPS
+        else []
+    ),
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
     path("agents/<str:agent_id>/", views.agent_detail, name="agent_detail"),
@@ -51,8 +60,11 @@ urlpatterns = [
     path("v1/traces", otlp.traces, name="v1_traces"),
     path("", include("rtvi_monitor.urls")),
     path("admin/", admin.site.urls),
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
-    re_path(r"^(?:v1|api|ingest)/", errors.machine_not_found),
+    path(
+        "favicon.ico",
+        public("the site's icon")(RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    ),
+    re_path(r"^(?:v1|api|ingest)/", public("a JSON 404 for a machine path that is none")(errors.machine_not_found)),
 ]
 
 handler400 = "dashboard.errors.bad_request"

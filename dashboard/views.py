@@ -66,7 +66,7 @@ async def _overview_context(request) -> dict | None:
 
 
 @require_GET
-@member_required
+@member_required("sessions.figures")
 async def home(request):
     """Is anything wrong right now? Alerts, error groups, sessions that ended badly, every agent, the agents API."""
     context = await _overview_context(request)
@@ -76,7 +76,7 @@ async def home(request):
 
 
 @require_GET
-@member_required
+@member_required("sessions.figures")
 async def overview_panel(request):
     """The Overview's content alone: what its page fetches when the session socket says something changed."""
     context = await _overview_context(request)
@@ -86,7 +86,7 @@ async def overview_panel(request):
 
 
 @require_GET
-@member_required
+@member_required("agents.read")
 async def agent_list(request):
     organization = request.organization
     include = _wants_deployments(request)
@@ -116,7 +116,7 @@ def _page_link(request, **changes) -> str:
 
 
 @require_GET
-@member_required
+@member_required("agents.read")
 async def agent_detail(request, agent_id):
     """One agent: its status, the dashboard's figures, deployments side by side, the platform's sessions and logs.
 
@@ -142,11 +142,13 @@ async def agent_detail(request, agent_id):
                 lambda **changes: _page_link(request, **changes),
             )
         )
-    return await arender(request, "dashboard/agent_detail.html", context)
+    # Not in the list (which could not be fetched): the page says why, as a 404 (not this organization's, as far
+    # as anybody knows).
+    return await arender(request, "dashboard/agent_detail.html", context, status=404 if agent is None else 200)
 
 
 @require_POST
-@member_required
+@member_required("agents.read")
 async def agent_refresh(request):
     organization = request.organization
     include = _wants_deployments(request)

@@ -37,7 +37,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import audit
 from dashboard.auth import bearer_token, key_or_member_required, member_required
 from dashboard.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, whole_number
-from dashboard.models import Agent, Role
+from dashboard.models import Agent
 from rtvi_monitor import alert_actions, alert_channels
 from rtvi_monitor.alerts import DEFAULTS, settings_of
 from rtvi_monitor.models import Alert, AlertRule, webhook_host
@@ -64,9 +64,8 @@ class BadRule(ValueError):
 
 
 def _admin(request) -> bool:
-    """A key, or an admin's login: sees webhook addresses whole (a Slack hook's path is its password)."""
-    membership = getattr(request, "membership", None)
-    return membership is None or membership.role == Role.ADMIN
+    """Webhook addresses whole (a Slack hook's path is its password): `alerts.targets`, a key's or an admin's."""
+    return request.can.alerts_targets
 
 
 def channel_json(channel) -> dict:
@@ -256,7 +255,7 @@ def _json_body(request):
 
 
 @json_methods("GET", "POST")
-@key_or_member_required
+@key_or_member_required({"GET": "alerts.read", "POST": "alerts.rules"})
 def alert_rules(request):
     """GET: the organization's rules. POST (private API key only): create one."""
     if request.method == "GET":
@@ -292,7 +291,7 @@ def _alerts(organization):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("alerts.read")
 def alert_list_json(request):
     """GET /api/alerts/?status=firing|resolved: the newest 200 alerts, with their deliveries."""
     try:
@@ -324,7 +323,7 @@ def _own_alert(request, pk: int) -> Alert | None:
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("alerts.read")
 def alert_detail_json(request, pk: int):
     """GET /api/alerts/<id>/: one alert with its notes and deliveries."""
     alert = _own_alert(request, pk)
@@ -337,7 +336,7 @@ def _action(do):
     """A JSON action on one alert: POST, an operator, admin or key (write scope); the body a JSON object."""
 
     @json_methods("POST")
-    @key_or_member_required(role=Role.OPERATOR)
+    @key_or_member_required("alerts.work")
     @_csrf_unless_key
     @wraps(do)
     def view(request, pk: int):
@@ -405,7 +404,7 @@ def alert_note(request, alert, body):
 
 
 def _page_context(request) -> dict:
-    operator = request.membership.allows(Role.OPERATOR)
+    operator = request.can.alerts_work
     return {
         "organization": request.organization,
         "can_act": operator,
@@ -416,7 +415,7 @@ def _page_context(request) -> dict:
 
 
 @require_GET
-@member_required
+@member_required("alerts.read")
 def alert_list(request):
     """The alerts page: what fires now, what fired before, and whether each delivery went."""
     organization = request.organization
@@ -436,7 +435,7 @@ def alert_list(request):
 
 
 @require_GET
-@member_required
+@member_required("alerts.read")
 def alert_detail(request, pk: int):
     """One alert: what it says, who has it, its notes and deliveries (where notifications link to)."""
     alert = get_object_or_404(_alerts(request.organization), pk=pk)
@@ -444,7 +443,7 @@ def alert_detail(request, pk: int):
 
 
 @require_POST
-@member_required(role=Role.OPERATOR)
+@member_required("alerts.work")
 def alert_act(request, pk: int):
     """The pages' forms: `do` = acknowledge, silence (minutes or "resolved"; 0 lifts), assign (user), note (text)."""
     alert = get_object_or_404(_alerts(request.organization), pk=pk)
@@ -542,7 +541,7 @@ def render_markdown(source: str) -> str:
 
 
 @require_GET
-@member_required
+@member_required("alerts.read")
 def runbook(request):
     """docs/RUNBOOK.md: what to check for each condition (the demo rules' runbook links point here)."""
     text = RUNBOOK.read_text() if RUNBOOK.exists() else "# Runbook\n\nNo docs/RUNBOOK.md in this installation."

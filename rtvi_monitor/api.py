@@ -9,8 +9,8 @@ from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dashboard import audit
-from dashboard.auth import bearer_token, contents_refusal, key_or_member_required, role_refusal
+from dashboard import access, audit
+from dashboard.auth import bearer_token, key_or_member_required
 from dashboard.http import (
     MAX_OFFSET,
     REVOKED_MID_STREAM,
@@ -23,7 +23,6 @@ from dashboard.http import (
     strict_dumps,
     while_key_valid,
 )
-from dashboard.models import Role
 from dashboard.platform_join import session_platform
 from rtvi_monitor import protocol
 from rtvi_monitor.events import event_from_db, stored_message
@@ -42,26 +41,23 @@ from rtvi_monitor.traces import session_traces
 MAX_LIMIT = 500
 
 
-def with_session(view):
+def with_session(view=None, *, export: bool = False):
     """The organization's session named in the URL, passed to the view; a JSON 404 when there is none.
 
-    Every view behind it reads the session's contents: a viewer is refused (403), but for the
-    session's own JSON, which a viewer gets as its figures alone (the row); the read is in the
-    audit log (dashboard/audit.py); the NDJSON export is recorded as an export, every time.
+    A read of its contents is in the audit log (dashboard/audit.py), once a minute per reader; with
+    `export`, as an export, every time. Who may read them is the view's door's (dashboard/access.py).
     """
+    if view is None:
+        return lambda view: with_session(view, export=export)
 
     @wraps(view)
     def wrapper(request, session_id, *args, **kwargs):
         session = Session.objects.find(request.organization, session_id)
         if session is None:
             return json_error(f"No session {session_id!r} in your organization.", 404)
-        if view.__name__ == "session_detail_json" and request.method == "GET" and not request.sees_contents:
-            return StrictJsonResponse({**session.row(), "contents": "hidden: they need the operator role"})
-        if refused := contents_refusal(request):
-            return refused
-        if view.__name__ == "session_events_ndjson":
+        if export:
             audit.record(session.organization, audit.Action.SESSION_EXPORT, session.session_id, request=request)
-        elif request.method != "DELETE":
+        elif request.method != "DELETE" and request.sees_contents:
             audit.record_read(session.organization, session.session_id, f"api: {view.__name__}", request=request)
         return view(request, session, *args, **kwargs)
 
@@ -69,7 +65,7 @@ def with_session(view):
 
 
 @json_methods("GET", "DELETE")
-@key_or_member_required
+@key_or_member_required({"GET": "sessions.figures", "DELETE": "sessions.erase"})
 def session_list(request):
     """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&caller=&limit=&offset=
 
@@ -103,7 +99,7 @@ def session_list(request):
 
 
 @json_methods("GET", "DELETE")
-@key_or_member_required
+@key_or_member_required({"GET": "sessions.figures", "DELETE": "sessions.erase"})
 @with_session
 def session_detail_json(request, session):
     """GET /api/sessions/<session_id>/: the session, everything derived from its messages, and its platform record.
@@ -116,6 +112,8 @@ def session_detail_json(request, session):
     """
     if request.method == "DELETE":
         return erase(request, session)
+    if not request.sees_contents:  # a viewer: its figures alone
+        return StrictJsonResponse({**session.row(), "contents": "hidden: they need the operator role"})
     detail = session_detail(session)
     detail["platform"] = async_to_sync(platform_within_page_wait)(request.organization, session)
     return StrictJsonResponse(detail)
@@ -162,7 +160,7 @@ async def platform_within_page_wait(organization, session) -> dict | None:
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.contents")  # its log lines may quote the caller
 async def session_platform_json(request, session_id):
     """GET /api/sessions/<session_id>/platform/: the platform's record and log lines of the session (or null).
 
@@ -172,14 +170,12 @@ async def session_platform_json(request, session_id):
     session = await sync_to_async(Session.objects.find)(request.organization, session_id)
     if session is None:
         return json_error(f"No session {session_id!r} in your organization.", 404)
-    if refused := contents_refusal(request):  # its log lines may quote the caller
-        return refused
     await audit.arecord_read(session.organization_id, session.session_id, "api: platform", request=request)
     return StrictJsonResponse({"platform": await platform_within_page_wait(request.organization, session)})
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.contents")
 @with_session
 def session_traces_json(request, session):
     """GET /api/sessions/<session_id>/traces/: what the bot's OpenTelemetry traces say of each turn (or null)."""
@@ -187,7 +183,7 @@ def session_traces_json(request, session):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.figures")
 def session_turns_json(request, session_id):
     """GET /api/sessions/<session_id>/turns/: each turn taken apart (rtvi_monitor/turns.py): its stages' waits,
     what is missing from it and why, its interruptions (barge-in or backchannel, how much of the reply was said).
@@ -237,8 +233,8 @@ def _ndjson_lines(session_pk: int):
 
 
 @json_methods("GET")
-@key_or_member_required
-@with_session
+@key_or_member_required("sessions.contents")
+@with_session(export=True)
 def session_events_ndjson(request, session):
     """GET /api/sessions/<session_id>/events.ndjson: every stored message in seq order."""
     lines = while_key_valid(request, _ndjson_lines(session.pk), ndjson_closing(REVOKED_MID_STREAM))
@@ -264,7 +260,7 @@ def _page_params(params) -> dict:
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.contents")
 @with_session
 def session_events_page(request, session):
     """GET /api/sessions/<session_id>/events/?after=&before=&limit=&type=&direction=: a page of stored messages.
@@ -310,7 +306,7 @@ def session_events_page(request, session):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.contents")
 @with_session
 def session_event(request, session, seq):
     """GET /api/sessions/<session_id>/events/<seq>/: one stored message, whole (pages show long ones as previews)."""
@@ -321,7 +317,7 @@ def session_event(request, session, seq):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.figures")
 def prometheus(request):
     """GET /metrics: the organization's metrics in Prometheus' text format (private API key or a member)."""
     return HttpResponse(generate_latest(registry_for(request.organization)), content_type=CONTENT_TYPE_LATEST)
@@ -356,7 +352,7 @@ def _control_answer(session, action: str, outcome: control.Outcome) -> StrictJso
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.figures")
 async def session_control_json(request, session_id):
     """GET /api/sessions/<session_id>/control/: whether the call can be ended or sent text now, and why not.
 
@@ -368,12 +364,9 @@ async def session_control_json(request, session_id):
     if session is None:
         return _no_session(session_id)
     answer = await control.availability(session)
-    membership = request.membership
-    allowed = membership.allows(Role.OPERATOR) if membership is not None else request.api_key.allows("write")
-    answer["allowed"] = allowed
-    answer["allowed_reason"] = (
-        "" if allowed else role_refusal(membership, Role.OPERATOR) if membership else "This API key has no write scope."
-    )
+    refused = access.refusal(request.actor, "calls.control", method="POST")
+    answer["allowed"] = refused is None
+    answer["allowed_reason"] = refused or ""
     answer["timeout_seconds"] = control.timeout()
     return StrictJsonResponse(answer)
 
@@ -417,7 +410,7 @@ async def _act_on_call(request, session_id, action: str, parse, ask, record: str
 
 
 @json_methods("POST")
-@key_or_member_required(role=Role.OPERATOR)
+@key_or_member_required("calls.control")
 async def session_end(request, session_id):
     """POST /api/sessions/<session_id>/end/ {"cancel": false}: ask the bot to end the call.
 
@@ -438,7 +431,7 @@ async def session_end(request, session_id):
 
 
 @json_methods("POST")
-@key_or_member_required(role=Role.OPERATOR)
+@key_or_member_required("calls.control")
 async def session_send_text(request, session_id):
     """POST /api/sessions/<session_id>/send-text/ {"content": "...", "options": {...}}: text into the call.
 

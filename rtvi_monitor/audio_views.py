@@ -27,7 +27,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
 from dashboard import audit
-from dashboard.auth import bearer_token, key_or_member_required
+from dashboard.auth import ingest_door, ingest_token, key_or_member_required
 from dashboard.http import (
     BadParam,
     Query,
@@ -39,7 +39,7 @@ from dashboard.http import (
 )
 from rtvi_monitor import audio, events, metrics
 from rtvi_monitor.dbthread import AUDIO_THREAD, in_db_thread
-from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
+from rtvi_monitor.models import AudioChunk, Session, SessionAudio
 
 MAX_INDEX = 999_999
 RANGE_RE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
@@ -49,13 +49,6 @@ WINDOW_FRAMES = 16000 * 10  # frames rendered at a time while streaming
 
 
 # The bot's side ----------------------------------------------------------------------------------------
-
-
-def _ingest_token(request):
-    token = IngestToken.objects.find(bearer_token(request))
-    if token is None:
-        return None, json_error("Send 'Authorization: Bearer <ingest token>' (the token the bot streams with).", 401)
-    return token, None
 
 
 def _session_or_wait(token, session_id: str):
@@ -71,8 +64,9 @@ def _session_or_wait(token, session_id: str):
 
 
 @json_methods("GET")
+@ingest_door
 def ingest_status(request, session_id):
-    token, refused = _ingest_token(request)
+    token, refused = ingest_token(request)
     if refused:
         return refused
     organization = token.organization
@@ -119,6 +113,7 @@ class _Pending:
 
 
 @json_methods("PUT")
+@ingest_door
 async def ingest_chunk(request, session_id, track, index):
     """A chunk is stored on the audio's own thread (rtvi_monitor/dbthread.py, AUDIO_THREAD): its encoding and
     analysis never queue behind pages' views, nor pages behind them, and one chunk at a time is written.
@@ -141,7 +136,7 @@ async def ingest_chunk(request, session_id, track, index):
 
 
 def _ingest_chunk(request, session_id, track, index):
-    token, refused = _ingest_token(request)
+    token, refused = ingest_token(request)
     if refused:
         return refused
     if track not in audio.TRACKS:
@@ -176,20 +171,6 @@ def _ingest_chunk(request, session_id, track, index):
 
 
 # The reader's side -------------------------------------------------------------------------------------
-
-
-def listen_refusal(request):
-    """403 JSON when this caller may not hear the organization's calls, else None."""
-    if getattr(request, "api_key", None) is not None:
-        return None
-    membership = getattr(request, "membership", None)
-    needed = request.organization.audio_role
-    if membership is None or not request.sees_contents or not membership.allows(needed):
-        role = membership.role if membership else "none"
-        return json_error(
-            f"Listening to calls needs the {needed} role in {request.organization}; yours is {role}.", 403
-        )
-    return None
 
 
 def _session(request, session_id):
@@ -252,7 +233,7 @@ def audio_summary(recording, session) -> dict:
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("sessions.figures")
 def session_audio(request, session_id):
     session, refused = _session(request, session_id)
     if refused:
@@ -265,7 +246,7 @@ def session_audio(request, session_id):
         )
     analysis = audio.current_analysis(recording, session)
     comparison = comparison_of(recording, session, analysis)
-    listener = listen_refusal(request) is None
+    listener = request.can.audio_listen
     return StrictJsonResponse(
         {
             "recorded": True,
@@ -286,9 +267,9 @@ def session_audio(request, session_id):
 
 
 def _heard_recording(request, session_id):
-    """(session, recording, None) for a listener of a recorded session, else (None, None, the refusal)."""
+    """(session, recording, None) for a recorded session (the door let a listener in), else (None, None, a 404)."""
     session, refused = _session(request, session_id)
-    if refused or (refused := listen_refusal(request)):
+    if refused:
         return None, None, refused
     recording = SessionAudio.objects.filter(session=session).first()
     if recording is None:
@@ -297,7 +278,7 @@ def _heard_recording(request, session_id):
 
 
 @json_methods("GET")
-@key_or_member_required
+@key_or_member_required("audio.listen")
 def session_audio_peaks(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
@@ -350,7 +331,7 @@ async def _wav_bytes(recording, placed, first: int, last: int):
 
 
 @json_methods("GET", "HEAD")
-@key_or_member_required
+@key_or_member_required("audio.listen")
 def session_audio_wav(request, session_id):
     session, recording, refused = _heard_recording(request, session_id)
     if refused:
@@ -395,7 +376,7 @@ def session_audio_wav(request, session_id):
 
 
 @require_POST  # and CSRF-protected: not json_methods, which exempts machine endpoints (a bearer key has no player)
-@key_or_member_required
+@key_or_member_required("audio.listen")
 def session_audio_played(request, session_id):
     """POST, from the session page's player when the call's audio starts playing (its "playing" event).
 
@@ -403,7 +384,7 @@ def session_audio_played(request, session_id):
     AUDIO_LISTEN_AUDIT_SECONDS (an hour): the page sends this once, at its first play, and the server
     writes it unless the same listener has such an entry for the session within the hour (another page, a
     reload). Opening the page, its preload of the WAV, seeking and pausing write nothing. A member who may
-    not listen (listen_refusal, as for the WAV) is refused, and nothing is written.
+    not listen (access.py `audio.listen`, as for the WAV) is refused, and nothing is written.
     """
     session, _, refused = _heard_recording(request, session_id)
     if refused:

@@ -39,8 +39,8 @@ from rtvi_dashboard.wire import (
     is_control_result,
 )
 
-from dashboard import audit
-from dashboard.auth import bearer_token, scope_membership
+from dashboard import access, audit
+from dashboard.auth import bearer_token, scope_actor
 from rtvi_monitor import metrics, redaction
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.live import control, lifecycle, process, relay
@@ -179,6 +179,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
     control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
     token_pk: int | None = None  # the ingest token it streams with, watched by token_watch
+    access_action = "ingest"  # dashboard/access.py: its ingest token
 
     async def connect(self):
         await self.accept()
@@ -194,7 +195,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)
         credential = await find_credential(token)
-        if credential is None:
+        if access.refusal(access.Actor(ingest_token=credential), self.access_action):
             return await self.fail("Unknown or revoked ingest token.", CLOSE_BAD_TOKEN)
         admission = Admission(ranged_acks=query.get(ACKS_PARAM) == ACKS_RANGES)
         refused = admission.hold_token(credential.pk)
@@ -286,26 +287,23 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
 
 @database_sync_to_async
 def _find_session(scope, session_id: str):
-    """The session, when the socket's user may watch it: a member of its organization who sees contents."""
-    membership = scope_membership(scope)
-    if membership is None or not membership.sees_contents:
+    """The session, when the socket's user may watch it: `sessions.contents` in its organization."""
+    actor = scope_actor(scope)
+    if access.refusal(actor, SessionConsumer.access_action):
         return None, CLOSE_FORBIDDEN
-    session = Session.objects.find(membership.organization, session_id)
+    session = Session.objects.find(actor.membership.organization, session_id)
     return session, (CLOSE_NOT_FOUND if session is None else None)
 
 
 @database_sync_to_async
-def _still_allowed(scope, organization_id, contents: bool) -> bool:
-    """Whether the socket's browser may still watch: signed in still, a member of the organization still, and,
-    for a session's contents, with a role that sees them."""
+def _still_allowed(scope, organization_id, action: str) -> bool:
+    """Whether the socket's browser may still watch: signed in still, and the action still allowed in the
+    organization (not removed, switched to another organization, nor demoted below it)."""
     browser_session = scope.get("session")
     key = getattr(browser_session, "session_key", None)
     if key is None or not browser_session.exists(key):  # signed out (or the login expired) since
         return False
-    membership = scope_membership(scope)
-    if membership is None or membership.organization_id != organization_id:
-        return False  # removed, or switched to another organization
-    return membership.sees_contents or not contents
+    return access.allows(scope_actor(scope), action, organization_id)
 
 
 class AccessWatch:
@@ -314,19 +312,19 @@ class AccessWatch:
 
     watch_task: asyncio.Task | None = None
 
-    def watch_access(self, organization_id, contents: bool) -> None:
-        self.watch_task = asyncio.ensure_future(self._watch(organization_id, contents))
+    def watch_access(self, organization_id) -> None:
+        self.watch_task = asyncio.ensure_future(self._watch(organization_id, self.access_action))
 
     def stop_watching_access(self) -> None:
         if self.watch_task is not None:
             self.watch_task.cancel()
             self.watch_task = None
 
-    async def _watch(self, organization_id, contents: bool) -> None:
+    async def _watch(self, organization_id, action: str) -> None:
         while True:
             await asyncio.sleep(settings.BROWSER_ACCESS_CHECK)
             try:
-                allowed = await _still_allowed(self.scope, organization_id, contents)
+                allowed = await _still_allowed(self.scope, organization_id, action)
             except Exception:  # the database is away: the next round asks again
                 logger.warning("Could not check a browser's access again", exc_info=True)
                 continue
@@ -341,6 +339,7 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
     """A browser watching one session: a snapshot of the derived state, then the reducer's patches
     (the protocol is live/snapshots.py's `SessionFeed`, which the fan-out delivers to)."""
 
+    access_action = "sessions.contents"  # dashboard/access.py: what it carries is the call's contents
     session: Session | None = None
     group: str | None = None
     feed: SessionFeed | None = None
@@ -360,7 +359,7 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
         try:
             await relay.fanout.watch(self.group, self.feed)
             await self.accept()
-            self.watch_access(self.session.organization_id, contents=True)
+            self.watch_access(self.session.organization_id)
             await self.feed.send_snapshots()
         except BaseException:
             # No disconnect follows a connect that raised (Redis down, the database): leave now.
@@ -391,8 +390,8 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
 
 @database_sync_to_async
 def _organization(scope):
-    membership = scope_membership(scope)
-    return membership.organization if membership else None
+    actor = scope_actor(scope)
+    return None if access.refusal(actor, SessionListConsumer.access_action) else actor.membership.organization
 
 
 @database_sync_to_async
@@ -409,6 +408,7 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
     happens while a page opens is missed.
     """
 
+    access_action = "sessions.figures"  # dashboard/access.py: the list's rows are figures
     group = None
     held: list[dict] | None = None  # relays that came before the list went out
 
@@ -416,7 +416,7 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             return await self.close(CLOSE_FORBIDDEN)
-        organization = await _organization(self.scope)  # the list's rows are figures: every role sees them
+        organization = await _organization(self.scope)
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
         self.group = relay.org_group(organization.pk)
@@ -425,7 +425,7 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
             await relay.fanout.watch(self.group, self)
             rows = await _live_rows(organization)
             await self.accept()
-            self.watch_access(organization.pk, contents=False)
+            self.watch_access(organization.pk)
             await self.send(text_data=json.dumps({"type": "live", "sessions": rows, "at": timezone.now().isoformat()}))
             while self.held:
                 await self.forward(self.held.pop(0))

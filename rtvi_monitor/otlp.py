@@ -26,9 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from dashboard.auth import bearer_token
+from dashboard.auth import ingest_door, ingest_token
 from dashboard.http import json_error, json_methods
-from rtvi_monitor.models import IngestToken, RedactionRule, Span, storable, storable_json
+from rtvi_monitor.models import RedactionRule, Span, storable, storable_json
 from rtvi_monitor.redaction import NONE, Redactor
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
@@ -182,10 +182,11 @@ def _body(request) -> bytes:
 
 
 @json_methods("POST")
+@ingest_door
 def traces(request):
-    token = IngestToken.objects.find(bearer_token(request))
-    if token is None:
-        return json_error("Send 'Authorization: Bearer <ingest token>' (the token the bot streams with).", 401)
+    token, refused = ingest_token(request)
+    if refused:
+        return refused
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type not in (PROTOBUF, JSON):
         return json_error(f"Content-Type {content_type or '(none)'}: send {PROTOBUF} or {JSON} (OTLP/HTTP).", 415)

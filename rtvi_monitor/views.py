@@ -14,7 +14,6 @@ from dashboard import agents as agents_service
 from dashboard import audit
 from dashboard.auth import member_required
 from dashboard.http import BadParam, Query, whole_number
-from dashboard.models import Role
 from rtvi_monitor.audio_views import audio_summary
 from rtvi_monitor.models import Session, SessionAudio
 from rtvi_monitor.sessions import FILTER_CHOICES, filter_sessions
@@ -71,7 +70,7 @@ def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], s
 
 
 @require_GET
-@member_required
+@member_required("sessions.figures")
 def session_list(request):
     organization = request.organization
     error, sessions, older, newer = "", [], "", ""
@@ -126,7 +125,7 @@ def _page_url(params, **cursor: str) -> str:
 
 
 @require_GET
-@member_required
+@member_required("sessions.figures")
 def session_detail(request, session_id):
     session = Session.objects.find(request.organization, session_id)
     if session is None:
@@ -138,11 +137,11 @@ def session_detail(request, session_id):
         return render(request, "rtvi_monitor/session_figures.html", {"session": session, "heard": heard})
     audit.record_read(session.organization, session.session_id, "page", request=request)
     # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
-    # listeners', the role Settings → Recording names (rtvi_monitor/audio_views.py listen_refusal decides
-    # the same for the API). A page without the URLs has no player and asks for no audio.
+    # listeners' (access.py `audio.listen`, as for the API). A page without the URLs has no player and asks
+    # for no audio.
     sid = session.session_id
     audio = {"url": reverse("api_session_audio", args=[sid])}
-    if request.sees_contents and request.membership.allows(request.organization.audio_role or Role.OPERATOR):
+    if request.can.audio_listen:
         audio["peaks_url"] = reverse("api_session_audio_peaks", args=[sid])
         audio["wav_url"] = reverse("api_session_audio_wav", args=[sid])
         audio["played_url"] = reverse("api_session_audio_played", args=[sid])  # the audit log's "listened"

@@ -13,7 +13,7 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dashboard import display
+from dashboard import access, display
 
 register = template.Library()
 
@@ -72,9 +72,8 @@ def threshold(rule) -> str:
 
 @register.filter
 def error_kind(text: str) -> str:
-    """An error as a viewer sees it: what comes before its first colon (the rest may quote a caller)."""
-    head, sep, _ = str(text or "").partition(":")
-    return head.strip() + (": …" if sep else "")
+    """An error as a viewer sees it: its kind, never its words (dashboard/access.py error_kind)."""
+    return access.error_kind(text)
 
 
 @register.filter
