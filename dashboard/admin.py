@@ -60,31 +60,25 @@ class SecretAdmin(admin.ModelAdmin):
             was_revoked = type(obj).objects.filter(pk=obj.pk, revoked_at__isnull=False).exists()
             super().save_model(request, obj, form, change)
             if obj.revoked_at is not None and not was_revoked:
-                audit.record(
-                    obj.organization,
-                    audit.Action.KEY_REVOKED,
-                    f"{obj.key_prefix}…",
-                    request=request,
-                    kind=obj._meta.verbose_name,
-                )
+                self._audit_revoked(request, obj)
             return None
         record, secret = type(obj).issue(obj.organization, obj.name, request=request)
         obj.pk = record.pk
         self.message_user(request, f"New key (copy it now, it is not shown again): {secret}", messages.WARNING)
         return None
 
+    @staticmethod
+    def _audit_revoked(request, key) -> None:
+        audit.record(
+            key.organization, audit.Action.KEY_REVOKED, f"{key.key_prefix}…", request=request, kind=key._meta.verbose_name
+        )
+
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request, queryset):
         revoking = list(queryset.filter(revoked_at__isnull=True))
         count = queryset.filter(pk__in=[key.pk for key in revoking]).update(revoked_at=timezone.now())
         for key in revoking:
-            audit.record(
-                key.organization,
-                audit.Action.KEY_REVOKED,
-                f"{key.key_prefix}…",
-                request=request,
-                kind=key._meta.verbose_name,
-            )
+            self._audit_revoked(request, key)
         self.message_user(request, f"Revoked {count} key(s).")
 
 

@@ -314,6 +314,11 @@ INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(MAX_FRAME_BYTES))
 # from every text a bot sends, before it is stored (rtvi_monitor/redaction.py). On unless set to false;
 # organizations add their own patterns in the admin (Redaction rules).
 REDACTION_BUILTIN = envbool("REDACTION_BUILTIN", "true")
+# REDACTION_HOLD_SECONDS: how long a streamed piece of text (an LLM's token, a TTS word, a transcription's
+# final) whose end could still be the start of a card or phone number waits for its stream's next piece,
+# so the number is found joined (rtvi_monitor/live/joining.py). Tokens and words come tens of milliseconds
+# apart, a caller's next final within about a second; the wait is the ack's delay, for such pieces only.
+REDACTION_HOLD_SECONDS = envfloat("REDACTION_HOLD_SECONDS", "1.0")
 # INGEST_RATE_LIMIT: RTVI messages per second one bot connection may sustain;
 # bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
 INGEST_RATE_LIMIT = envfloat("INGEST_RATE_LIMIT", "1000")

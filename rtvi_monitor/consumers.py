@@ -179,6 +179,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     redactor = redaction.NONE  # the organization's (rtvi_monitor/redaction.py), from connect on
     control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
     token_pk: int | None = None  # the ingest token it streams with, watched by token_watch
+    hold_timer: asyncio.TimerHandle | None = None  # when rows held back for a streamed number are let go
     access_action = "ingest"  # dashboard/access.py: its ingest token
 
     async def connect(self):
@@ -256,11 +257,31 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         for item in frames:
             row, reply = live.accept(item, received_at, self, stream, redactor, shallow)
             if row is not None:
-                writer.add(row)
+                for ready in live.ready(row, redactor):
+                    writer.add(ready)
             replies.append(reply)
+        if live.holdback.holding and self.hold_timer is None:
+            self.wait_for_held(settings.REDACTION_HOLD_SECONDS)
         immediate = admission.once_per_seq(replies)
         if immediate:
             await self.reply(immediate)
+
+    def wait_for_held(self, delay: float) -> None:
+        """Rows held back for a streamed number (live/joining.py) go to the writer within their wait, even when
+        their stream says no more."""
+        self.hold_timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._release_held)
+
+    def _release_held(self) -> None:
+        self.hold_timer = None
+        live = self.live_session
+        if live is None:
+            return
+        wait = settings.REDACTION_HOLD_SECONDS
+        for row in live.holdback.expired(time.time(), wait):
+            self.writer.add(row)
+        oldest = live.holdback.oldest()
+        if oldest is not None:
+            self.wait_for_held(oldest + wait - time.time())
 
     async def reply(self, payloads: list[dict]) -> None:
         """Answer the bot (the writer calls this once per write per connection; live/admission.py says how)."""
@@ -275,6 +296,10 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             token_watch.release(self, self.token_pk)
         if self.live_session is not None:
             control.hub.detach(self)
+            if self.hold_timer is not None:
+                self.hold_timer.cancel()
+            for row in self.live_session.holdback.release_all():  # judged as they stand: no more is coming
+                self.writer.add(row)
             try:
                 await self.writer.flush()
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acknowledged

@@ -76,6 +76,8 @@ class Row:
         return (self.replier, *self.more_repliers) if self.more_repliers else (self.replier,)
 
     holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
+    waiting: bool = False  # its text is held back until its stream says more (live/joining.py)
+    piece: str | None = None  # its text as it came, when it is a piece of a stream (live/joining.py)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 
     def _described(self) -> dict:
@@ -243,6 +245,20 @@ def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) ->
     elif checked.raw:
         checked = checked._replace(raw=redactor.text(checked.raw, counts))
     return checked, (counts or None)
+
+
+def with_text(row: Row, text: str, counts: dict) -> None:
+    """`row`'s message with its data.text as its stream's redaction made it (live/joining.py), and what that
+    removed counted with the rest."""
+    if counts:
+        merged = dict(row.redacted or {})
+        for kind, found in counts.items():
+            merged[kind] = merged.get(kind, 0) + found
+        row.redacted = merged
+    message = row.message
+    if message["data"]["text"] != text:
+        row.message = {**message, "data": {**message["data"], "text": text}}
+        row.text = _compact(row.message)
 
 
 def stored_text(event: dict) -> str:

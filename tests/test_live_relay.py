@@ -166,9 +166,10 @@ async def test_a_session_ends_after_its_bot_leaves_and_the_list_says_so(server):
 
 async def test_a_browser_resumes_without_gaps_after_the_server_restarts(server):
     cookie = await session_cookie(server)
+    # (Words, not bare numbers: " 10 11 12 13 ..." joined is a phone number, and is redacted as one.)
     async with bot(server, "live-restart") as ingest:
         for seq in range(1, 21):
-            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" w{seq}"}))))
         for _ in range(20):
             await ingest.recv()
         await ingest.close(1001)  # going away, to come back (a 1000 close would end the session)
@@ -178,14 +179,14 @@ async def test_a_browser_resumes_without_gaps_after_the_server_restarts(server):
     server.restart()
     async with bot(server, "live-restart") as ingest:
         for seq in range(15, 31):  # a bot resends what it had not seen acknowledged
-            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
+            await ingest.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" w{seq}"}))))
         for _ in range(16):
             await ingest.recv()
     async with browser(server, "/ws/sessions/live-restart/", cookie) as socket:
         snapshot = json.loads(await socket.recv())
     assert [e["seq"] for e in snapshot["events"]] == list(range(1, 31))
     assert snapshot["state"]["counts"]["total"] == 30
-    assert snapshot["state"]["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(1, 31))
+    assert snapshot["state"]["llm"]["current_tokens"] == "".join(f" w{seq}" for seq in range(1, 31))
 
 
 async def test_a_session_whose_server_was_killed_ends_after_a_restart(server):

@@ -323,7 +323,8 @@ class Hub:
         live = consumer.live_session
         row, _ = live.accept(stored, time.time(), consumer, CONTROL_STREAM, consumer.redactor)
         if row is not None:
-            consumer.writer.add(row)
+            for ready in live.ready(row, consumer.redactor):
+                consumer.writer.add(ready)
 
 
 hub = Hub()

@@ -18,7 +18,8 @@ from typing import Any
 from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
-from rtvi_monitor.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text
+from rtvi_monitor.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text, with_text
+from rtvi_monitor.live.joining import Holdback, piece_of, without_text
 from rtvi_monitor.models import caller_key, storable, summary_fields
 from rtvi_monitor.redaction import NONE, Redactor
 from rtvi_monitor.state import SessionState
@@ -73,8 +74,9 @@ class LiveSession:
     organization_id: Any
     session_id: str
     state: SessionState
-    # stream -> bot seq -> hash of what it holds (pending or stored), newest streams last
-    seen: dict[str, dict[int, int]] = field(default_factory=dict)
+    # stream -> bot seq -> hash of what it holds (pending or stored), newest streams last; (hash,) of all but
+    # the text, for a stored piece of a stream's text (held_seqs)
+    seen: dict[str, dict[int, int | tuple[int]]] = field(default_factory=dict)
     agent_id: str = ""  # for the metrics' labels
     max_seq: int = 0  # the dashboard's numbering: the last seq given to a row
     connections: int = 0
@@ -87,6 +89,8 @@ class LiveSession:
     # user_id -> its key (models.caller_keys), for the session's callers; `linked`: the keys stored with it
     callers: dict[str, str] = field(default_factory=dict)
     linked: set[str] = field(default_factory=set)
+    # Rows on their way to the writer while a streamed text is held back (live/joining.py)
+    holdback: Holdback = field(default_factory=Holdback)
 
     @property
     def next_seq(self) -> int:
@@ -161,8 +165,15 @@ class LiveSession:
         redactor: Redactor = NONE,
         shallow: bool = False,
     ) -> tuple[Row | None, dict | None]:
-        """`shallow`: the frame's text was too short in brackets to nest past protocol.MAX_DEPTH (protocol.shallow)."""
+        """`shallow`: the frame's text was too short in brackets to nest past protocol.MAX_DEPTH (protocol.shallow).
+
+        A row's text that is one piece of a stream (an LLM's token...) is left for its stream's redaction
+        (`ready`), which sees it joined to the pieces before and after it; a row that cannot join (an
+        invalid one) has it redacted alone here.
+        """
         caller = ""
+        message = frame.get("message") if isinstance(frame, dict) and "seq" in frame else frame
+        piece = piece_of(message) if redactor else None
         if user_id := _user_id(frame):
             # A caller's id is theirs (often their number): stored, relayed and shown as a pseudonym only, the
             # same for the same caller; its key goes in with the row until the session has it (erasure by caller).
@@ -170,13 +181,25 @@ class LiveSession:
             frame = _with_user_id(frame, CALLER_PREFIX + caller[:CALLER_SHOWN])
         # The pseudonym is the dashboard's, not the bot's words: redaction leaves it (it may be all digits).
         keep = ("user_id",) if caller else ()
+        if piece is not None:
+            keep = (*keep, "text")
         row, reply = self._accept(frame, received_at, replier, stream, redactor, keep, shallow)
         if row is not None:
             if row.error and redactor:
                 row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
+            if piece is not None:
+                if row.valid and type(row.message) is dict:
+                    row.piece = piece
+                elif type(row.message) is dict:
+                    counts: dict = {}
+                    with_text(row, redactor.text(piece, counts), counts)
             if caller and caller not in self.linked:
                 row.caller = caller  # Writer._flush adds it to `linked` once the row is stored
         return row, reply
+
+    def ready(self, row: Row, redactor: Redactor) -> list[Row]:
+        """The rows the writer may store now, `row` in (live/joining.py): `row` alone unless a piece waits."""
+        return self.holdback.take(row, row.piece, redactor)
 
     def _caller_key(self, user_id: str) -> str:
         key = self.callers.get(user_id)
@@ -235,10 +258,11 @@ class LiveSession:
             row.redacted = redacted
             return self._wait(row, replier), None
         checked, text = stored_form(checked)
+        digest = content_hash(text)
         numbered = self.seen.get(stream)
         held = numbered.get(seq) if numbered is not None else None
         if held is not None:
-            if held == content_hash(text):
+            if held == digest or (type(held) is tuple and held[0] == content_hash(without_text(checked.message))):
                 pending = self.pending.get((stream, seq))
                 if pending is not None:
                     pending.add_replier(replier)
@@ -271,7 +295,7 @@ class LiveSession:
             row.reply = {"ack": seq, "warning": f"unknown RTVI type {checked.type!r}: stored, not interpreted"}
         else:
             row.reply = {"ack": seq}
-        self._hold(stream, seq, content_hash(text), row)
+        self._hold(stream, seq, digest, row)
         return self._wait(row, replier), None
 
     def _hold(self, stream: str, seq: int, digest: int, row: Row) -> None:
@@ -344,7 +368,14 @@ def held_seqs(stored: list[dict]) -> dict[str, dict[int, int]]:
     seen: dict[str, dict[int, int]] = {}
     for event in stored:
         if event["bot_seq"] is not None:
-            seen.setdefault(event["stream"], {}).setdefault(event["bot_seq"], content_hash(stored_text(event)))
+            message = event["message"]
+            if piece_of(message) is not None:
+                # A piece's text is stored as its stream's redaction made it, joined to its neighbours, which a
+                # resend alone cannot repeat: what it holds is the rest of it (live/joining.py).
+                digest = (content_hash(without_text(message)),)
+            else:
+                digest = content_hash(stored_text(event))
+            seen.setdefault(event["stream"], {}).setdefault(event["bot_seq"], digest)
     for stream, held in list(seen.items())[-MAX_STREAMS:]:
         if len(held) > SEEN_WINDOW:
             floor = max(held) - SEEN_WINDOW
