@@ -69,9 +69,8 @@ class SecretAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _audit_revoked(request, key) -> None:
-        audit.record(
-            key.organization, audit.Action.KEY_REVOKED, f"{key.key_prefix}…", request=request, kind=key._meta.verbose_name
-        )
+        kind = key._meta.verbose_name
+        audit.record(key.organization, audit.Action.KEY_REVOKED, f"{key.key_prefix}…", request=request, kind=kind)
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request, queryset):
