@@ -529,6 +529,9 @@ class _Call:
     not_found: str
     ttl: Callable[[Any], float]
     unknown_ok: bool = False
+    # What of the answer may quote a caller (a bot's log lines): redacted with the organization's redactor before
+    # it is cached or shown, as the bots' own messages are (rtvi_monitor/redaction.py).
+    words: Callable[[Any, Any], Any] | None = None
 
 
 def _segment(value: str, what: str) -> str:
@@ -594,9 +597,8 @@ def _session_call(agent_name: str, session_id: str) -> _Call:
 
 def _logs_call(agent_name: str, filters: LogFilters) -> _Call:
     parse = functools.partial(parse_logs, offset=filters.offset)
-    return _Call(
-        f"/agents/{_segment(agent_name, 'agent_name')}/logs", filters.params(), parse, _no_agent(agent_name), _live_ttl
-    )
+    path = f"/agents/{_segment(agent_name, 'agent_name')}/logs"
+    return _Call(path, filters.params(), parse, _no_agent(agent_name), _live_ttl, words=_redact_log_lines)
 
 
 async def _call(base_url: str, api_key: str, call: _Call) -> tuple[Any, Any]:
@@ -666,7 +668,27 @@ def session_cache_keys(organization, agent_name: str, session_id: str, log_lines
 
 async def _payload(organization, call: _Call) -> dict:
     base_url, api_key = organization.agents_api
-    return {"body": (await _call(base_url, api_key, call))[1]}
+    body = (await _call(base_url, api_key, call))[1]
+    if call.words is not None:
+        from asgiref.sync import sync_to_async
+
+        from rtvi_monitor.models import RedactionRule
+
+        body = call.words(body, await sync_to_async(RedactionRule.redactor_for)(organization.pk))
+    return {"body": body}
+
+
+def _redact_log_lines(body: Any, redactor) -> Any:
+    """The log page with each line's text redacted (what is not a line's text, or not a page, is left to parse)."""
+    if not isinstance(body, dict) or not isinstance(body.get("logs"), list):
+        return body
+    lines = [
+        {**line, "log": redactor.text(line["log"], {})}
+        if isinstance(line, dict) and isinstance(line.get("log"), str)
+        else line
+        for line in body["logs"]
+    ]
+    return {**body, "logs": lines}
 
 
 def _fetched(found: Cached, parse: Callable[[Any], Any]) -> Fetched:

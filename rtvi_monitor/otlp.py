@@ -108,8 +108,10 @@ def parse(body: bytes, content_type: str) -> ExportTraceServiceRequest:
 def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redactor = NONE) -> list[Span]:
     """The request's spans as rows, or BadTraces naming the first that makes no sense.
 
-    Their attributes' texts (an LLM span's prompt and output, a tool call's arguments) go through the
-    organization's `redactor` first, as the bots' messages do (rtvi_monitor/redaction.py).
+    What may quote a caller goes through the organization's `redactor` first, as the bots' messages do
+    (rtvi_monitor/redaction.py): every attribute (an LLM span's prompt and output, a tool call's arguments),
+    its key and value of any type, the span's name and the service's. Span events, links and the other
+    resource attributes are not stored.
     """
     rows = []
     for resource_spans in request.resource_spans:
@@ -134,7 +136,7 @@ def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redacto
                     raise BadTraces(f"{where}: status.code must be 0 (unset), 1 (ok) or 2 (error)")
                 attributes = _attributes(span.attributes)
                 conversation = attributes.get("conversation.id")  # an id, read before redaction
-                attributes = redactor.value(attributes, {})
+                attributes = redactor.value(attributes, {})  # every value of every type, and the keys
                 rows.append(
                     Span(
                         organization=organization,
@@ -142,12 +144,12 @@ def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redacto
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(),
                         conversation_id=storable(conversation[:100]) if isinstance(conversation, str) else "",
-                        name=storable(span.name[:200]),
+                        name=storable(redactor.text(span.name[:200], {})),
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         attributes=storable_json(attributes),
                         status_code=span.status.code,
-                        service_name=storable(service[:200]) if isinstance(service, str) else "",
+                        service_name=storable(redactor.text(service[:200], {})) if isinstance(service, str) else "",
                     )
                 )
                 if len(rows) > MAX_SPANS:

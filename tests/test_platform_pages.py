@@ -256,3 +256,17 @@ def test_with_the_built_in_api_a_session_has_its_platform_record(staff_client, b
     assert platform["session"]["completionStatus"] == "HTTP_ERROR"
     assert platform["session"]["deploymentId"] == "dep-old"
     assert [line["level"] for line in platform["logs"]] == ["DEBUG", "CRITICAL"]
+
+
+def test_a_platform_log_line_that_quotes_a_caller_is_cached_and_shown_redacted(staff_client, org, cloud):
+    """Pipecat Cloud's log lines are the bot's own words, which quote callers: redacted as the bots' messages
+    are, before they are cached (the cache holds none of it) or shown."""
+    from django.core.cache import cache
+
+    line = {"log": "INFO: caller said my card is 4111 1111 1111 1111, call me on +1 415 555 0100", "timestamp": ""}
+    fake_pipecat_cloud(cloud, logs=[line])
+    html = staff_client.get(PAGE).content.decode()
+    assert "caller said my card is [card], call me on [phone]" in html  # the line arrived, redacted
+    assert "4111 1111" not in html and "555 0100" not in html
+    cached = b"".join(cache._cache.values())  # local memory's entries, pickled: their bytes
+    assert b"[card]" in cached and b"4111 1111" not in cached and b"555 0100" not in cached

@@ -339,6 +339,35 @@ def test_trace_span_attributes_are_redacted_before_they_are_stored(client, org):
     assert stored.conversation_id == "call-4155550100"  # an id, joined to its session as sent
 
 
+def test_a_spans_name_keys_numbers_and_service_are_redacted_too(client, org):
+    """Every value of every type, the keys, the span's name and the service's name."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+    from rtvi_monitor.models import Span
+    from tests.otlp_samples import span
+
+    _, token = IngestToken.issue(org, "bot")
+    tool = span(1, "tool lookup 4155550100", 0, 900, **{"card": 4111111111111111, "4155550123": "a key", "n": 3})
+    service = KeyValue(key="service.name", value=AnyValue(string_value="bot for ana@example.com"))
+    resource = Resource(attributes=[service])
+    body = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=[tool])])]
+    )
+    response = client.post(
+        "/v1/traces",
+        body.SerializeToString(),
+        content_type="application/x-protobuf",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 200, response.content
+    stored = Span.objects.get()
+    assert stored.name == "tool lookup [phone]" and stored.service_name == "bot for [email]"
+    assert stored.attributes == {"card": "[card]", "[phone]": "a key", "n": 3}
+
+
 @pytestmark_live
 async def test_what_is_wrong_with_a_message_never_stores_what_it_quotes(org, ingest_token):
     """A validation error names the bad value: a card number in the wrong place is not kept in the error either."""
