@@ -138,6 +138,8 @@ def test_digits_and_separators_are_read_as_a_person_reads_them(said, stored):
         ("member-id", "M-(", "pattern"),
         ("member-id", "x*", "pattern"),
         ("member-id", "a" * 501, "pattern"),
+        ("member-id", r"(\d)\1{5}", "pattern"),  # a backreference: RE2 cannot take it
+        ("member-id", r"M-(?=\d)", "pattern"),  # a lookahead, nor that
     ],
 )
 def test_an_organizations_rule_is_checked_before_it_is_saved(name, pattern, problem):
