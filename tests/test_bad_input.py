@@ -193,7 +193,9 @@ class Healthy:
 
     async def check(self):
         self.seq += 1
-        message = rtvi("bot-llm-text", {"text": f" healthy {self.seq}"})
+        # (Not ending in its number: a token that ends in digits waits for the next, which may go on with the
+        # number; its ack waits with it, up to REDACTION_HOLD_SECONDS. That wait is redaction's, not a stall.)
+        message = rtvi("bot-llm-text", {"text": f" healthy {self.seq} now"})
         started = time.monotonic()
         await self.socket.send(json.dumps(wrap(self.seq, message, sent_at=time.time())))
         reply = json.loads(await asyncio.wait_for(self.socket.recv(), 1.0))
