@@ -36,7 +36,7 @@ async def test_every_message_sent_is_stored_once_in_order(server):
     client = DashboardClient(server.ws_url, server.token, "client-basic")
     client.start()
     for i in range(500):
-        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
     assert await client.flush(20)
     await client.close()
     lines = await asyncio.to_thread(stored, server, "client-basic")
@@ -97,11 +97,11 @@ async def test_a_server_restart_loses_nothing_and_duplicates_nothing(server):
     client = DashboardClient(server.ws_url, server.token, "client-restart")
     client.start()
     for i in range(100):
-        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
     assert await client.flush(10)
     await asyncio.to_thread(server.stop)
     for i in range(100, 200):  # sent while the dashboard is away
-        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
     await asyncio.sleep(0.5)
     await asyncio.to_thread(server.start, False)
     assert await client.flush(30)
@@ -140,13 +140,13 @@ async def test_after_the_database_was_locked_every_message_is_stored_once():
         client = DashboardClient(server.ws_url, token, "client-locked")
         client.start()
         for i in range(300):
-            client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+            client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
         assert await client.flush(20)
         lock = sqlite3.connect(server.env["SQLITE_PATH"], timeout=30)
         lock.execute("BEGIN EXCLUSIVE")  # another writer holds the database for a while
         try:
             for i in range(300, 1500):
-                client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+                client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
                 if i % 100 == 0:
                     await asyncio.sleep(0.25)
             await asyncio.sleep(2)
@@ -158,7 +158,7 @@ async def test_after_the_database_was_locked_every_message_is_stored_once():
         assert client.stats["retries"] > 0  # it was told to resend, and did
         lines = await asyncio.to_thread(stored, server, "client-locked")
     assert [line["seq"] for line in lines] == list(range(1, 1501))
-    assert [line["message"]["data"]["text"] for line in lines] == [f" {i}" for i in range(1500)]
+    assert [line["message"]["data"]["text"] for line in lines] == [f" w{i}" for i in range(1500)]
 
 
 async def test_messages_that_can_never_be_stored_are_dropped_with_a_reason_and_the_rest_flow(server):
@@ -178,7 +178,7 @@ async def test_messages_that_can_never_be_stored_are_dropped_with_a_reason_and_t
             assert client.send({"label": "rtvi-ai", "type": "server-message", "data": {"v": float("nan")}}) is None
         else:
             kept.append(i)
-            client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+            client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
     nested = {
         "label": "rtvi-ai",
         "type": "server-message",
@@ -191,5 +191,5 @@ async def test_messages_that_can_never_be_stored_are_dropped_with_a_reason_and_t
     assert client.stats["too_big"] == 10 and client.stats["unserializable"] == 20
     lines = await asyncio.to_thread(stored, server, "client-unstorable")
     texts = [line["message"]["data"]["text"] for line in lines if line.get("valid", True)]
-    assert texts == [f" {i}" for i in kept]
+    assert texts == [f" w{i}" for i in kept]
     assert "nested deeper than 32 levels" in lines[-1]["error"]
