@@ -108,13 +108,16 @@ def parse(body: bytes, content_type: str) -> ExportTraceServiceRequest:
 def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redactor = NONE) -> list[Span]:
     """The request's spans as rows, or BadTraces naming the first that makes no sense.
 
-    Their attributes' texts (an LLM span's prompt and output, a tool call's arguments) go through the
-    organization's `redactor` first, as the bots' messages do (rtvi_monitor/redaction.py).
+    Their names, their service's name and their attributes' texts (an LLM span's prompt and output, a tool
+    call's arguments) go through the organization's `redactor` first, as the bots' messages do
+    (rtvi_monitor/redaction.py).
     """
     rows = []
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
         service = resource.get("service.name")
+        if isinstance(service, str):
+            service = redactor.text(service[:200], {})[:200]  # a bot's own words, as free as a span's name
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 where = f"span {len(rows)} ({span.name[:60]!r})"
@@ -142,12 +145,12 @@ def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redacto
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(),
                         conversation_id=storable(conversation[:100]) if isinstance(conversation, str) else "",
-                        name=storable(span.name[:200]),
+                        name=storable(redactor.text(span.name[:200], {})[:200]),  # "charge 4111 ...": text too
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         attributes=storable_json(attributes),
                         status_code=span.status.code,
-                        service_name=storable(service[:200]) if isinstance(service, str) else "",
+                        service_name=storable(service) if isinstance(service, str) else "",
                     )
                 )
                 if len(rows) > MAX_SPANS:
