@@ -482,3 +482,44 @@ async def test_a_revoked_token_is_refused_for_traces_and_new_sockets_and_its_ope
     assert (await receive(again)).get("fatal") is True
     traces = await sync_to_async(post_spans)(Client(), ingest_token, [])
     assert traces.status_code in (401, 403)
+
+
+# --- a viewer ---------------------------------------------------------------------------------------------------
+
+WORD = "Zanzibarquux"  # a caller's word: in the bot's messages and its errors' text
+
+
+@live
+async def test_a_viewer_watching_the_live_list_while_a_bot_talks_and_fails_gets_none_of_its_words(
+    org, ingest_token, settings
+):
+    from dashboard.models import Role
+    from tests.conftest import make_member
+
+    client = Client()
+    await sync_to_async(client.force_login)(await sync_to_async(make_member)(org, "v", Role.VIEWER))
+    listing = browser_socket("/ws/sessions/", f"sessionid={client.cookies['sessionid'].value}")
+    assert (await listing.connect())[0]
+    bot = ingest_socket("talks", ingest_token)
+    assert (await bot.connect())[0]
+    messages = [
+        rtvi("user-transcription", {"text": f"I live in {WORD}", "final": True, "user_id": WORD}),
+        rtvi("bot-llm-text", {"text": f"{WORD} it is"}),
+        rtvi("error", {"message": f"lookup of {WORD} failed", "fatal": False}),
+        rtvi("llm-function-call", {"function_name": WORD, "tool_call_id": "c", "args": {"city": WORD}}),
+        rtvi("error", {"message": f"crashed on {WORD}", "fatal": True}),
+    ]
+    for seq, message in enumerate(messages, start=1):
+        await send(bot, wrap(seq, message))
+    for _ in messages:
+        await receive(bot, timeout=5)
+    await bot.disconnect(code=1000)
+    frames = [await receive(listing)]
+    frames += await drain(listing)
+    await listing.disconnect()
+    seen = json.dumps(frames)
+    assert "talks" in seen  # the positive control: the viewer saw the session come and go
+    assert WORD.lower() not in seen.lower(), seen
+    urls = ("/", "/overview/panel/", "/sessions/", "/alerts/", "/api/sessions/", "/api/sessions/talks/", "/api/alerts/")
+    viewer_pages = [(await sync_to_async(client.get)(url)).content.decode() for url in urls]
+    assert not [page[:200] for page in viewer_pages if WORD.lower() in page.lower()]
