@@ -17,6 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.asgi import application
+from dashboard.models import ApiKey
 from rtvi_monitor.models import Event, IngestToken, RedactionRule, Session, Span
 from rtvi_monitor.redaction import normal
 from tests.sockets import browser_socket, receive, rtvi, send, wrap
@@ -523,3 +524,59 @@ async def test_a_viewer_watching_the_live_list_while_a_bot_talks_and_fails_gets_
     urls = ("/", "/overview/panel/", "/sessions/", "/alerts/", "/api/sessions/", "/api/sessions/talks/", "/api/alerts/")
     viewer_pages = [(await sync_to_async(client.get)(url)).content.decode() for url in urls]
     assert not [page[:200] for page in viewer_pages if WORD.lower() in page.lower()]
+
+
+# --- an erase ---------------------------------------------------------------------------------------------------
+
+
+@live
+async def test_after_an_erase_none_of_the_callers_words_is_reachable_through_the_api_or_pages(
+    org, ingest_token, staff_client
+):
+    from tests.otlp_samples import span
+
+    bot = ingest_socket("erase-me", ingest_token)
+    assert (await bot.connect())[0]
+    messages = [
+        rtvi("user-transcription", {"text": f"I live in {WORD}", "final": True, "user_id": WORD}),
+        rtvi("error", {"message": f"lookup of {WORD} failed", "fatal": False}),
+    ]
+    for seq, message in enumerate(messages, start=1):
+        await send(bot, wrap(seq, message))
+    for _ in messages:
+        await receive(bot, timeout=5)
+    llm = span(1, "llm", 0, 10, conversation__id="erase-me", gen_ai__prompt=f"caller lives in {WORD}")
+    assert (await sync_to_async(post_spans)(Client(), ingest_token, [llm])).status_code == 200
+    await bot.disconnect(code=1000)
+    for _ in range(100):  # ended once its grace is over
+        if await sync_to_async(Session.objects.filter(session_id="erase-me", status="ended").exists)():
+            break
+        await asyncio.sleep(0.05)
+    key = (await sync_to_async(ApiKey.issue)(org, "eraser"))[1]
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    search = await sync_to_async(api.get)("/api/sessions/", {"q": WORD})
+    assert [s["id"] for s in search.json()["sessions"]] == ["erase-me"]  # the positive control
+    erased = await sync_to_async(api.delete)("/api/sessions/erase-me/")
+    assert erased.status_code == 200, erased.content
+
+    reached = []
+    for client, url, params in [
+        (api, "/api/sessions/", {"q": WORD}),
+        (api, "/api/sessions/", {"caller": WORD}),
+        (api, "/api/sessions/erase-me/", {}),
+        (api, "/api/sessions/erase-me/events/", {}),
+        (api, "/api/sessions/erase-me/events.ndjson", {}),
+        (api, "/api/sessions/erase-me/traces/", {}),
+        (api, "/api/audit/", {}),
+        (api, "/api/alerts/", {}),
+        (staff_client, "/", {}),
+        (staff_client, "/sessions/", {}),
+        (staff_client, "/audit/", {}),
+        (staff_client, "/overview/panel/", {}),
+    ]:
+        answer = await sync_to_async(client.get)(url, params)
+        body = b"".join(answer.streaming_content) if answer.streaming else answer.content
+        if WORD.lower() in body.decode().lower():
+            reached.append(url)
+    assert not reached
+    assert not await sync_to_async(Span.objects.filter(conversation_id="erase-me").exists)()
