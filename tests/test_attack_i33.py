@@ -602,3 +602,47 @@ async def test_a_card_spoken_slower_than_the_hold_is_not_stored(org, ingest_toke
     await bot.disconnect(code=1000)
     stored = await stored_texts("slow")
     assert not leaked(stored), leaked(stored)
+
+
+# --- keys: a read key writing, another organization's key guessing ---------------------------------------------
+
+WRITES = [
+    ("delete", "/api/sessions/call-1/", None),
+    ("delete", "/api/sessions/?caller=u", None),
+    ("post", "/api/sessions/call-1/end/", {}),
+    ("post", "/api/sessions/call-1/send-text/", {"content": "hi"}),
+    ("post", "/api/alerts/rules/", {"name": "x", "condition": "fatal_error"}),
+]
+READS = [
+    "/api/sessions/call-1/",
+    "/api/sessions/call-1/events/",
+    "/api/sessions/call-1/events/1/",
+    "/api/sessions/call-1/events.ndjson",
+    "/api/sessions/call-1/traces/",
+    "/api/sessions/call-1/turns/",
+    "/api/sessions/call-1/audio/",
+    "/api/sessions/call-1/audio.wav",
+    "/api/sessions/call-1/audio/peaks/",
+]
+
+
+@pytest.mark.django_db
+def test_a_read_key_writes_nothing_and_another_organizations_key_reads_nothing(org, other_org):
+    from tests.test_roles import make_call
+
+    make_call(org)
+    record, reader = ApiKey.issue(org, "reader")
+    record.scopes = "read"
+    record.save()
+    stranger = ApiKey.issue(other_org, "stranger")[1]
+    for method, url, body in WRITES:
+        kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        answer = getattr(Client(), method)(url, HTTP_AUTHORIZATION=f"Bearer {reader}", **kwargs)
+        assert answer.status_code == 403, (method, url, answer.status_code)
+        answer = getattr(Client(), method)(url, HTTP_AUTHORIZATION=f"Bearer {stranger}", **kwargs)
+        # (its own organization's: a rule made there, nobody's calls erased there)
+        assert answer.status_code in (400, 403, 404) or b"call-1" not in answer.content, (method, url)
+    assert Session.objects.filter(session_id="call-1").exists()
+    for url in READS:
+        answer = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {stranger}")
+        assert answer.status_code == 404, (url, answer.status_code)
