@@ -281,6 +281,8 @@ WRITTEN = {
     # 16 digits inside it; the phone detector refuses more than 15: nothing is found.
     "followed-by-its-cvv": f"my card is {WHOLE} 123",
     "followed-by-its-expiry": f"my card is {CARD} 12 27",
+    "preceded-by-a-short-number": f"ref 12 {CARD}",
+    "with-a-decimal-point": f"amount {WHOLE}.0",
     # Separators: ASCII whitespace other than " " is not read as a space (normal() maps non-ASCII only).
     "groups-on-lines": "\n".join(GROUPS),
     "groups-tab-separated": "\t".join(GROUPS),
@@ -294,8 +296,9 @@ WRITTEN = {
 @live
 @pytest.mark.xfail(
     strict=True,
-    reason="redaction.py: the card detector misses a card followed by more digits (CVV, expiry), groups "
-    "separated by newlines, tabs, commas, zero-width spaces or soft hyphens, and one followed by a dash",
+    reason="redaction.py: the card detector misses a card next to more digits (a CVV or expiry after it, a short "
+    "number before it, '.0' after it: the regex's longest run fails Luhn and no shorter run inside it is tried), "
+    "groups separated by newlines, tabs, commas, zero-width spaces or soft hyphens, and one followed by a dash",
 )
 @pytest.mark.parametrize("text", WRITTEN.values(), ids=WRITTEN.keys())
 async def test_a_card_written_so_is_not_stored(org, ingest_token, text):
