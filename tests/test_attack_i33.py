@@ -649,3 +649,23 @@ def test_a_read_key_writes_nothing_and_another_organizations_key_reads_nothing(o
     for url in READS:
         answer = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {stranger}")
         assert answer.status_code == 404, (url, answer.status_code)
+
+
+@live
+async def test_a_revoked_bot_that_ignores_the_close_has_nothing_more_taken(org, ingest_token, settings):
+    """Under daphne (autobahn), frames a client sends after the server's close frame still reach the consumer
+    until the close handshake times out: a revoked bot must not have them stored."""
+    settings.BROWSER_ACCESS_CHECK = 0.1
+    bot = ingest_socket("ignores-close", ingest_token)
+    assert (await bot.connect())[0]
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "1.0"})))
+    assert (await receive(bot)).get("ack") == 1
+    await sync_to_async(IngestToken.objects.update)(revoked_at=timezone.now())
+    assert (await receive(bot, timeout=3)).get("fatal") is True
+    assert (await bot.receive_output(2))["type"] == "websocket.close"
+    for seq in (2, 3):
+        await send(bot, wrap(seq, rtvi("bot-llm-text", {"text": f"after the revocation {seq}"})))
+    assert await bot.receive_nothing(timeout=0.5)  # no ack
+    await bot.disconnect(code=1000)
+    stored = await stored_texts("ignores-close")
+    assert not [text for text in stored if "after the revocation" in text], stored
