@@ -414,6 +414,10 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
             await relay.fanout.unwatch(group, self.feed)
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.group is None:
+            # Left (its member lost access, or it is closing): a page that ignores the close frame can go on
+            # asking until the close handshake times out; a snapshot then would be the call's contents.
+            return
         await self.feed.request(text_data if text_data is not None else bytes_data)
 
 

@@ -669,3 +669,30 @@ async def test_a_revoked_bot_that_ignores_the_close_has_nothing_more_taken(org, 
     await bot.disconnect(code=1000)
     stored = await stored_texts("ignores-close")
     assert not [text for text in stored if "after the revocation" in text], stored
+
+
+@live
+async def test_a_demoted_members_page_that_ignores_the_close_gets_no_more_snapshots(org, settings):
+    """A page socket closed because its member was demoted to viewer (4403) can still send until the close
+    handshake times out under daphne: a snapshot it asks for then (the call's contents) must not be sent."""
+    from dashboard.models import Membership, Role
+    from tests.conftest import make_member
+    from tests.test_roles import SAID, make_call
+
+    settings.BROWSER_ACCESS_CHECK = 0.1
+    await sync_to_async(make_call)(org, "live-1", Session.Status.LIVE)
+    client = Client()
+    user = await sync_to_async(make_member)(org, "demoted", Role.OPERATOR)
+    await sync_to_async(client.force_login)(user)
+    page = browser_socket("/ws/sessions/live-1/", f"sessionid={client.cookies['sessionid'].value}")
+    assert (await page.connect())[0]
+    assert SAID in json.dumps(await receive(page))  # the positive control: an operator's snapshot
+    await sync_to_async(Membership.objects.filter(user=user).update)(role=Role.VIEWER)
+    while (await page.receive_output(3))["type"] != "websocket.close":
+        pass
+    await send(page, {"snapshot": True})
+    after = []
+    while not await page.receive_nothing(timeout=0.5):
+        after.append(await page.receive_output())
+    assert not [frame for frame in after if SAID in json.dumps(frame)], after
+    await page.disconnect()
