@@ -723,3 +723,13 @@ def test_a_members_export_ends_when_the_member_is_demoted_mid_stream(org, settin
     rest = b"".join(chunks).decode().splitlines()
     assert len(first.decode().splitlines()) == 5
     assert len(rest) <= 1, f"{len(rest)} more lines after the demotion"
+
+
+@pytest.mark.django_db
+def test_the_site_admin_refuses_a_backreference_with_re2s_reason(org, admin_client):
+    answer = admin_client.post(
+        "/admin/rtvi_monitor/redactionrule/add/",
+        {"organization": org.pk, "name": "mine", "pattern": r"(\d)\1{3}", "enabled": "on"},
+    )
+    assert answer.status_code == 200  # the form again, with its error
+    assert "linear" in answer.content.decode() and not RedactionRule.objects.exists()
