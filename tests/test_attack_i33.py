@@ -733,3 +733,29 @@ def test_the_site_admin_refuses_a_backreference_with_re2s_reason(org, admin_clie
     )
     assert answer.status_code == 200  # the form again, with its error
     assert "linear" in answer.content.decode() and not RedactionRule.objects.exists()
+
+
+@live
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"seq":1,"message":{"label":"rtvi-ai","type":"server-message","data":{"n":' + "9" * 5000 + "}}}",
+        '{"seq":' + "9" * 5000 + ',"message":{"label":"rtvi-ai","type":"bot-ready","data":{"version":"1"}}}',
+        '{"seq":1,"message":{"label":"rtvi-ai","type":"server-message","data":{"n":1e400}}}',
+        "[" + ",".join(["[" * 30 + "1" + "]" * 30] * 50) + "]",
+        '{"seq":1,"message":{"label":"rtvi-ai","type":"bot-llm-text","data":{"text":"\\ud800 4929 8125 6409 3167"}}}',
+    ],
+    ids=["5000-digit-number", "5000-digit-seq", "1e400", "a-batch-of-deep-lists", "lone-surrogate-with-a-card"],
+)
+async def test_hostile_json_from_a_bot_is_answered_the_socket_stays_and_no_card_is_kept(org, ingest_token, frame):
+    bot = ingest_socket("hostile-json", ingest_token)
+    assert (await bot.connect())[0]
+    await send(bot, frame)
+    assert await receive(bot, timeout=5)  # answered (an ack or an error), not dropped
+    while not await bot.receive_nothing(timeout=0.2):
+        await receive(bot)
+    await send(bot, wrap(7, rtvi("bot-ready", {"version": "1.0"})))
+    assert (await receive(bot, timeout=5)).get("ack") == 7
+    await bot.disconnect(code=1000)
+    stored = await stored_texts("hostile-json")
+    assert not leaked(stored), leaked(stored)
