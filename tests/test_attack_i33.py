@@ -125,6 +125,7 @@ STREAMED = {
     "user-finals": pieces("user-transcription", TOKENS, final=True, user_id="caller-1"),
     "user-input-spoken": pieces("user-input", TOKENS),
     "arabic-indic-digits-cut-mid-group": pieces("bot-llm-text", ["card ", "٤٩٢٩ ٨١", "٢٥ ٦٤٠٩ ٣", "١٦٧", " ok"]),
+    "mixed-scripts-per-group": pieces("bot-tts-text", ["card ", "٤٩٢٩", " 8125", " ６４０９", " ३१६७"]),
     "fullwidth-digits": pieces("bot-llm-text", ["card ", "４９２９", "－８１２５－", "６４０９－３１６７"]),
     "interleaved-with-other-types": [
         ("", wrap(1, rtvi("bot-tts-text", {"text": "card " + GROUPS[0]}))),
