@@ -180,6 +180,9 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
     token_pk: int | None = None  # the ingest token it streams with, watched by token_watch
     hold_timer: asyncio.TimerHandle | None = None  # when rows held back for a streamed number are let go
+    # Set by fail(): the socket is closing (revoked token, rate, size), and nothing more it sends is taken. A
+    # client that ignores the close frame can go on sending until the close handshake times out.
+    closing = False
     access_action = "ingest"  # dashboard/access.py: its ingest token
 
     async def connect(self):
@@ -222,11 +225,12 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             await relay.session_changed(session, event)
 
     async def fail(self, error: str, code: int):
+        self.closing = True
         await self.send(text_data=json.dumps({"error": error, "fatal": True}))
         await self.close(code)
 
     async def receive(self, text_data=None, bytes_data=None):
-        if self.live_session is None:
+        if self.live_session is None or self.closing:
             return
         try:
             await self.take(text_data if text_data is not None else bytes_data)
@@ -410,6 +414,10 @@ class SessionConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer):
             await relay.fanout.unwatch(group, self.feed)
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.group is None:
+            # Left (its member lost access, or it is closing): a page that ignores the close frame can go on
+            # asking until the close handshake times out; a snapshot then would be the call's contents.
+            return
         await self.feed.request(text_data if text_data is not None else bytes_data)
 
 

@@ -117,6 +117,8 @@ def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redacto
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
         service = resource.get("service.name")
+        if isinstance(service, str):
+            service = redactor.text(service[:200], {})[:200]  # a bot's own words, as free as a span's name
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 where = f"span {len(rows)} ({span.name[:60]!r})"
@@ -144,12 +146,12 @@ def spans_of(request: ExportTraceServiceRequest, organization, redactor: Redacto
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(),
                         conversation_id=storable(conversation[:100]) if isinstance(conversation, str) else "",
-                        name=storable(redactor.text(span.name[:200], {})),
+                        name=storable(redactor.text(span.name[:200], {})[:200]),  # "charge 4111 ...": text too
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         attributes=storable_json(attributes),
                         status_code=span.status.code,
-                        service_name=storable(redactor.text(service[:200], {})) if isinstance(service, str) else "",
+                        service_name=storable(service) if isinstance(service, str) else "",
                     )
                 )
                 if len(rows) > MAX_SPANS:
