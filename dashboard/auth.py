@@ -93,9 +93,28 @@ def scope_actor(scope) -> Actor:
     return Actor(user=user, membership=membership_of(user, _chosen(scope.get("session"))))
 
 
-def _admit(request, actor: Actor) -> None:
-    """What a view behind a door reads: who asks, their organization, and what they may do."""
-    request.actor, request.can = actor, Permissions(actor)
+def actor_now(request) -> Actor:
+    """The actor a door admitted, read again now (a stream held open asks the policy with it again,
+    dashboard/http.while_key_valid): its key while still valid; its member while their browser is still
+    signed in, with their membership as the database has it now (removed: none; a lowered role); else nobody."""
+    key = getattr(request, "api_key", None)
+    if key is not None:
+        return Actor(key=key) if key.still_valid() else access.ANONYMOUS
+    user, session = getattr(request, "user", None), getattr(request, "session", None)
+    session_key = getattr(session, "session_key", None)
+    if user is None or not user.is_authenticated or session_key is None or not session.exists(session_key):
+        return access.ANONYMOUS  # signed out (or the login expired) since
+    membership = getattr(request, "membership", None)
+    if membership is not None:
+        found = Membership.objects.filter(pk=membership.pk, user=user, user__is_active=True)
+        membership = found.select_related("organization").first()
+    return Actor(user=user, membership=membership)
+
+
+def _admit(request, actor: Actor, action: str) -> None:
+    """What a view behind a door reads: who asks, their organization, what they may do, and the action they
+    were admitted for (a stream asks it again: dashboard/http.while_key_valid)."""
+    request.actor, request.can, request.access_action = actor, Permissions(actor), action
     request.membership, request.api_key = actor.membership, actor.key
     credential = actor.membership or actor.key
     request.organization = credential.organization if credential is not None else None
@@ -125,7 +144,7 @@ def _member_check(request, actions):
     refused = access.refusal(actor, action) if action else f"{request.method} is not a method of this page."
     if refused:
         return _forbidden_page(request, refused)
-    _admit(request, actor)
+    _admit(request, actor, action)
     return None
 
 
@@ -151,7 +170,7 @@ def _key_or_member_check(request, actions):
         return json_error(refused, 403)
     if actor.key is not None:
         actor.key.touch()
-    _admit(request, actor)
+    _admit(request, actor, action)
     return None
 
 

@@ -114,25 +114,42 @@ def json_methods(*methods: str):
     return decorator
 
 
-# --- Streams held open by a private API key ----------------------------------------------------------
+# --- Streams held open by a private API key or a member ---------------------------------------------
 # A long answer (a session's messages, the audit log, an hour's WAV) is sent while the key that asked may
-# be revoked or expire. As a browser's socket is, the key is read again every BROWSER_ACCESS_CHECK seconds
-# between chunks, and the stream ends at the first chunk after it stopped being valid.
+# be revoked or expire, and the member who asked may be removed, demoted below the view's action or sign
+# out. As a browser's socket is, the access policy is asked again every BROWSER_ACCESS_CHECK seconds
+# between chunks, for the action the door admitted the request for (dashboard/auth.py records it as
+# `request.access_action`), with the actor read again (auth.actor_now); the stream ends at the first chunk
+# after it stopped being allowed. Between checks a chunk costs a time comparison.
 
 REVOKED_MID_STREAM = "The API key was revoked or expired while this was being sent; the rest was not sent."
 
 
+def still_allowed(request) -> bool:
+    """Whether the request's actor, read again now, may still do the action its door admitted it for.
+
+    A key is read again (revoked or expired: no); a member too (removed, role lowered, signed out: no).
+    A request no door admitted (no key, no action recorded) has nothing to lose: yes.
+    """
+    from dashboard import access  # dashboard.auth and dashboard.access need this module and the models
+    from dashboard.auth import actor_now
+
+    action = getattr(request, "access_action", None)
+    if action is None and getattr(request, "api_key", None) is None:
+        return True
+    actor = actor_now(request)
+    if actor.anonymous:
+        return False
+    return action is None or access.allows(actor, action, getattr(request, "organization", None))
+
+
 def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:
-    """`chunks`, ended early (with `closing` last) should the request's API key stop being valid meanwhile.
-    A member's request (no key) is streamed as is."""
-    key = getattr(request, "api_key", None)
-    if key is None:
-        yield from chunks
-        return
-    checked = time.monotonic()
+    """`chunks`, ended early (with `closing` last) should the request's key or member stop being allowed
+    meanwhile (still_allowed, asked every BROWSER_ACCESS_CHECK seconds)."""
+    every, checked = settings.BROWSER_ACCESS_CHECK, time.monotonic()
     for chunk in chunks:
-        if time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
-            if not key.still_valid():
+        if time.monotonic() - checked >= every:
+            if not still_allowed(request):
                 if closing:
                     yield closing
                 return
@@ -142,11 +159,10 @@ def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:
 
 async def awhile_key_valid(request, chunks: AsyncIterator, closing: str = "") -> AsyncIterator:
     """while_key_valid, for an asynchronous stream."""
-    key = getattr(request, "api_key", None)
-    checked = time.monotonic()
+    every, checked = settings.BROWSER_ACCESS_CHECK, time.monotonic()
     async for chunk in chunks:
-        if key is not None and time.monotonic() - checked >= settings.BROWSER_ACCESS_CHECK:
-            if not await sync_to_async(key.still_valid)():
+        if time.monotonic() - checked >= every:
+            if not await sync_to_async(still_allowed)(request):
                 if closing:
                     yield closing
                 return

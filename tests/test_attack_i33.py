@@ -700,12 +700,6 @@ async def test_a_demoted_members_page_that_ignores_the_close_gets_no_more_snapsh
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="dashboard/http.py while_key_valid: only a key is read again mid-stream; a member's export (ndjson, "
-    "the audit log, an hour's WAV) is streamed whole after the member is demoted to viewer or removed, while "
-    "their sockets are closed within BROWSER_ACCESS_CHECK",
-)
 def test_a_members_export_ends_when_the_member_is_demoted_mid_stream(org, settings, monkeypatch):
     from dashboard.models import Membership, Role
     from tests.conftest import make_member

@@ -146,3 +146,72 @@ async def test_an_async_stream_a_key_holds_ends_at_the_first_chunk_after_it_is_r
     assert [chunk async for chunk in awhile_key_valid(Request(), chunks())] == [0, 1]
     member = type("Request", (), {"api_key": None})()
     assert [chunk async for chunk in awhile_key_valid(member, chunks())] == [0, 1, 2, 3, 4]
+
+
+def _members_export(org, settings, monkeypatch, role="operator"):
+    """A member's events.ndjson, its first chunk read: (the client, the user, the rest of the chunks)."""
+    from django.test import Client
+
+    from tests.conftest import make_member
+    from tests.session_samples import make_session
+
+    settings.BROWSER_ACCESS_CHECK = 0  # ask the access policy again before every chunk
+    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    make_session(org)
+    client = Client()
+    user = make_member(org, "exporter", role)
+    client.force_login(user)
+    response = client.get("/api/sessions/call-1/events.ndjson")
+    chunks = iter(response.streaming_content)
+    assert len(next(chunks).decode().splitlines()) == 5
+    return client, user, chunks
+
+
+@pytest.mark.parametrize("lost", ["removed", "demoted", "signed out"])
+def test_a_members_stream_ends_when_they_lose_access(org, settings, monkeypatch, lost):
+    from dashboard.models import Membership, Role
+
+    client, user, chunks = _members_export(org, settings, monkeypatch)
+    if lost == "removed":
+        Membership.objects.filter(user=user).delete()
+    elif lost == "demoted":
+        Membership.objects.filter(user=user).update(role=Role.VIEWER)
+    else:
+        client.logout()
+    rest = b"".join(chunks).decode().splitlines()
+    assert rest == ['{"error": "The API key was revoked or expired while this was being sent; the rest was not sent."}']
+
+
+def test_a_members_stream_is_whole_while_they_may(org, settings, monkeypatch):
+    import json
+
+    from dashboard.models import Membership, Role
+
+    _, user, chunks = _members_export(org, settings, monkeypatch)
+    Membership.objects.filter(user=user).update(role=Role.ADMIN)  # raised: still allowed
+    lines = b"".join(chunks).decode().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(6, 19))
+
+
+def test_a_members_audit_export_ends_when_they_are_no_longer_admin(org, settings, monkeypatch):
+    from django.test import Client
+
+    from dashboard import audit_views
+    from dashboard.models import Membership, Role
+    from tests.conftest import make_member
+
+    settings.BROWSER_ACCESS_CHECK = 0
+
+    def entries(_):
+        yield from (f'{{"n":{n}}}\n' for n in range(5))
+
+    monkeypatch.setattr(audit_views, "_ndjson", entries)
+    client = Client()
+    user = make_member(org, "auditor", Role.ADMIN)
+    client.force_login(user)
+    chunks = iter(client.get("/api/audit/?format=ndjson").streaming_content)
+    assert next(chunks) == b'{"n":0}\n'
+    Membership.objects.filter(user=user).update(role=Role.OPERATOR)
+    assert b"".join(chunks).decode().splitlines() == [
+        '{"error": "The API key was revoked or expired while this was being sent; the rest was not sent."}'
+    ]
