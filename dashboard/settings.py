@@ -316,9 +316,10 @@ INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(MAX_FRAME_BYTES))
 REDACTION_BUILTIN = envbool("REDACTION_BUILTIN", "true")
 # REDACTION_HOLD_SECONDS: how long a streamed piece of text (an LLM's token, a TTS word, a transcription's
 # final) whose end could still be the start of a card or phone number waits for its stream's next piece,
-# so the number is found joined (rtvi_monitor/live/joining.py). Tokens and words come tens of milliseconds
-# apart, a caller's next final within about a second; the wait is the ack's delay, for such pieces only.
-REDACTION_HOLD_SECONDS = envfloat("REDACTION_HOLD_SECONDS", "1.0")
+# so the number is found joined (rtvi_monitor/live/joining.py). Tokens come tens of milliseconds apart; a
+# TTS service's words and a caller's finals as they are said, a group of four digits about a second apart.
+# Only that stream waits; the wait is its ack's delay, for pieces ending in digits only.
+REDACTION_HOLD_SECONDS = envfloat("REDACTION_HOLD_SECONDS", "3.0")
 # INGEST_RATE_LIMIT: RTVI messages per second one bot connection may sustain;
 # bursts of INGEST_RATE_BURST_SECONDS worth are allowed. Over it: close (4429).
 INGEST_RATE_LIMIT = envfloat("INGEST_RATE_LIMIT", "1000")

@@ -281,7 +281,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if live is None:
             return
         wait = settings.REDACTION_HOLD_SECONDS
-        for row in live.holdback.expired(time.time(), wait):
+        for row in live.expired(time.time(), wait):
             self.writer.add(row)
         oldest = live.holdback.oldest()
         if oldest is not None:
@@ -302,7 +302,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             control.hub.detach(self)
             if self.hold_timer is not None:
                 self.hold_timer.cancel()
-            for row in self.live_session.holdback.release_all():  # judged as they stand: no more is coming
+            for row in self.live_session.release_all():  # judged as they stand: no more is coming
                 self.writer.add(row)
             try:
                 await self.writer.flush()

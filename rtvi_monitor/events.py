@@ -76,7 +76,6 @@ class Row:
         return (self.replier, *self.more_repliers) if self.more_repliers else (self.replier,)
 
     holds: bool = False  # it is what (stream, bot_seq) holds (a conflicting resend holds nothing)
-    waiting: bool = False  # its text is held back until its stream says more (live/joining.py)
     piece: str | None = None  # its text as it came, when it is a piece of a stream (live/joining.py)
     refused: str = ""  # set when the database refused it even escaped: answered, not stored
 

@@ -19,11 +19,13 @@ again: a card number is never also a phone number):
 
 - `ssn`: a US social security number written 123-45-6789 (the area, group and
   serial ranges the SSA never issues are left alone);
-- `card`: 13 to 19 digits, in groups separated by up to three spaces, dashes
-  or dots ("4111 1111 1111 1111", "4111 - 1111 - ...", "4111.1111..."), that
-  pass the Luhn check (an order number that fails it is left alone);
 - `iban`: two letters, two check digits and 11 to 30 letters or digits (groups
   of four may be separated by spaces) that pass ISO 13616's mod-97 check;
+- `card`: 13 to 19 digits that pass the Luhn check, written together or in
+  groups separated by up to four spaces, line breaks, dots, commas or dashes
+  ("4929 8125 6409 3167", "4929, 8125, ..."), found among the digits around
+  them ("... 3167 12 27": the expiry after it) when grouped as cards are (fours,
+  or 4-6-5); an order number that fails the check is left alone;
 - `email`: an address with a dot in its domain;
 - `phone`: 9 to 15 digits, with an optional +country code, separated by up to
   three spaces, dots or dashes, or parentheses ("+1 (415) 555-0100", "07700
@@ -97,6 +99,7 @@ def _digits(text: str) -> str:
 
 
 _DATE = re.compile(r"\d{4}-\d\d-\d\d")
+_INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u2060\ufeff")  # a soft hyphen, zero-width spaces: a gap
 _DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 
 
@@ -119,7 +122,7 @@ def _read_as(char: str) -> str:
             pass  # a superscript or circled digit: NFKC below
     if char in _DASHES:
         return "-"
-    if char.isspace():
+    if char.isspace() or char in _INVISIBLE:
         return " "
     folded = unicodedata.normalize("NFKC", char)
     return folded if len(folded) == 1 else char
@@ -138,23 +141,67 @@ class Detector:
     pattern: object  # a compiled re (built-in) or re2 (an organization's) pattern
     check: object = None  # a callable(str) -> bool the match must pass
     needs: str = ""  # "digits" (at least MIN_DIGITS of them) or "@": skipped for text without
+    find: object = None  # a callable(str) -> [(start, end)], instead of the pattern's matches
+
+
+# A run of digits in groups, as a card number is written or said: spaces, line breaks, tabs, dots, commas
+# or dashes between them (up to four in a row).
+_CARD_RUN = re.compile(r"\d(?:[\s.,-]{0,4}\d)*")
+_GROUP = re.compile(r"\d+")
+
+
+def _card_layout(sizes: list[int], whole: bool) -> bool:
+    """Whether digit groups of these sizes are written as a card number is: 13 to 19 digits, and the whole run,
+    or one group, or fours (the last may be shorter: "4929 8125 6409 3167", "6011 0009 9013 9424 123"), or
+    American Express's 4-6-5."""
+    if not 13 <= sum(sizes) <= 19:
+        return False
+    return whole or len(sizes) == 1 or (all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4) or sizes == [4, 6, 5]
+
+
+def _cards(read: str) -> list[tuple[int, int]]:
+    """Where card numbers are in `read`: in each run of digit groups, from each group on, the longest whole
+    groups written as a card is (_card_layout) that pass the Luhn check: "4929 8125 6409 3167 12 27" (its
+    expiry after it), "ref 12 4929 8125 6409 3167" (a number before it), "4929812564093167 123" (its code).
+    A run of 20 digits written together is no card (an order or account number)."""
+    found = []
+    for run in _CARD_RUN.finditer(read):
+        groups = [(m.start() + run.start(), m.end() + run.start()) for m in _GROUP.finditer(run.group(0))]
+        sizes = [end - start for start, end in groups]
+        if sum(sizes) < 13:
+            continue
+        # Glued to a word ("DE89 3704 ...", "id42 ..."): an identifier's digits, a card only if all of them are.
+        glued = run.start() > 0 and (read[run.start() - 1].isalpha() or read[run.start() - 1] == "_")
+        first = 0
+        while first < len(groups):
+            best = None
+            for last in range(first, len(groups)):
+                window = sizes[first : last + 1]
+                if sum(window) > 19:
+                    break
+                whole = first == 0 and last == len(groups) - 1
+                if glued and not whole:
+                    break
+                if _card_layout(window, whole) and luhn("".join(read[a:b] for a, b in groups[first : last + 1])):
+                    best = last
+            if best is None:
+                first += 1
+                continue
+            found.append((groups[first][0], groups[best][1]))
+            first = best + 1
+    return found
 
 
 _SEP = r"[ .-]{1,4}"
 BUILTIN: tuple[Detector, ...] = (
     Detector("ssn", re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"), None, "digits"),
     Detector(
-        "card",
-        re.compile(rf"(?<![\d-])\d(?:(?:{_SEP})?\d){{12,18}}(?![\d-])"),
-        lambda match: luhn(_digits(match)),
-        "digits",
-    ),
-    Detector(
         "iban",
         re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])"),
         iban_valid,
         "digits",
     ),
+    Detector("card", _CARD_RUN, None, "digits", _cards),
     Detector("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), None, "@"),
     Detector(
         "phone",
@@ -230,11 +277,14 @@ class Redactor:
         for detector in self.detectors:
             if (detector.needs == "digits" and not digits) or (detector.needs == "@" and not at):
                 continue
-            hits = [
-                (m.start(), m.end(), detector.kind)
-                for m in detector.pattern.finditer(read)
-                if m.end() > m.start() and (detector.check is None or detector.check(m.group(0)))
-            ]
+            if detector.find is not None:
+                hits = [(start, end, detector.kind) for start, end in detector.find(read)]
+            else:
+                hits = [
+                    (m.start(), m.end(), detector.kind)
+                    for m in detector.pattern.finditer(read)
+                    if m.end() > m.start() and (detector.check is None or detector.check(m.group(0)))
+                ]
             if hits:
                 found.extend(hits)
                 # What a detector took is not looked at again: blanked (a NUL is no word, digit or separator).
@@ -258,7 +308,8 @@ class Redactor:
                 return value  # the common case: a token, a name, a flag, a timestamp
             return self.text(value, counts)
         if kind is int or kind is float:
-            written = str(value)
+            # A whole float as the integer it is (4929812564093167.0 is a card number, not 17 digits)
+            written = str(int(value)) if kind is float and value.is_integer() and abs(value) < 1e20 else str(value)
             if not self.custom and len(written) < MIN_DIGITS:
                 return value
             redacted = self.text(written, counts)
@@ -333,7 +384,7 @@ def replace(value: str, spans: list[Span], counts: dict) -> str:
 
 
 # What a run that could still become a built-in match is made of: digits, capitals (an IBAN's), separators.
-_RUN = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ .-()+/\0")
+_RUN = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ .,-()+/\0\n\t\r")
 _ADDRESS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-@")
 
 

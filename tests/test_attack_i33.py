@@ -3,7 +3,7 @@
 Streamed and single-message redaction through the real router (what is stored in Event rows and what a
 watching operator's socket receives), OTLP spans, the org pattern form, hostile numbers in paths and
 params, a revoked ingest token. Attacks that hold are kept as regression tests; the ones that do not
-are strict xfails, each saying what gets through.
+are strict xfails, each saying what gets through: the limits README's privacy section names.
 """
 
 import asyncio
@@ -210,12 +210,6 @@ INVALID_WRAPPERS = {
 
 
 @live
-@pytest.mark.xfail(
-    strict=True,
-    reason="live/session.py accept: a piece whose wrapper is invalid (sent_at in ms, a bad direction, a seq that is "
-    "not a number) is redacted alone instead of joined, though its message is a valid dict; its stream's card "
-    "is stored and relayed group by group",
-)
 @pytest.mark.parametrize("sends", INVALID_WRAPPERS.values(), ids=INVALID_WRAPPERS.keys())
 async def test_a_card_streamed_by_a_bot_with_a_wrapper_mistake_is_not_stored(org, ingest_token, fast_hold, sends):
     stored, _ = await stream_through("wrapper", ingest_token, None, sends)
@@ -238,11 +232,6 @@ async def test_a_card_split_over_two_bot_streams_of_one_session_is_not_stored(or
 
 
 @live
-@pytest.mark.xfail(
-    strict=True,
-    reason="live/joining.py CLOSES: bot-started-speaking ends the user's transcription stream, so a card read "
-    "out in groups while the bot says 'mm-hmm' between them is judged group by group and stored whole",
-)
 async def test_a_card_read_out_while_the_bot_backchannels_is_not_stored(org, ingest_token, fast_hold):
     sends, seq = [], 0
     for group in GROUPS:
@@ -295,12 +284,6 @@ WRITTEN = {
 
 
 @live
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.py: the card detector misses a card next to more digits (a CVV or expiry after it, a short "
-    "number before it, '.0' after it: the regex's longest run fails Luhn and no shorter run inside it is tried), "
-    "groups separated by newlines, tabs, commas, zero-width spaces or soft hyphens, and one followed by a dash",
-)
 @pytest.mark.parametrize("text", WRITTEN.values(), ids=WRITTEN.keys())
 async def test_a_card_written_so_is_not_stored(org, ingest_token, text):
     message = rtvi("user-transcription", {"text": text, "final": False})  # a partial: redacted alone, as it is
@@ -309,11 +292,6 @@ async def test_a_card_written_so_is_not_stored(org, ingest_token, text):
 
 
 @live
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.py Redactor.scalar: a float is read as str(value), '4929812564093167.0': the '.0' makes "
-    "17 digits, which fail Luhn; a card sent as a JSON float is stored whole",
-)
 async def test_a_card_sent_as_a_float_is_not_stored(org, ingest_token):
     args = {"card_number": float(WHOLE)}
     message = rtvi("llm-function-call", {"function_name": "pay", "tool_call_id": "c1", "args": args})
@@ -368,7 +346,6 @@ def test_a_card_in_a_spans_name_service_attribute_key_or_integer_value_is_not_st
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(strict=True, reason="redaction.py Redactor.scalar: a card as a double (4929812564093167.0) is kept")
 def test_a_card_as_a_double_span_attribute_is_not_stored(client, ingest_token):
     from tests.otlp_samples import span
 
@@ -589,10 +566,9 @@ async def test_after_an_erase_none_of_the_callers_words_is_reachable_through_the
 @live
 @pytest.mark.xfail(
     strict=True,
-    reason="live/joining.py expired(): a piece waits REDACTION_HOLD_SECONDS (1 s) and its stream's context is then "
-    "dropped (Holdback._release pops the Joined), so a card spoken by TTS word by word (bot-tts-text comes as "
-    "the words are spoken: a 4-digit group takes over a second) or read out by a caller in finals more than "
-    "the hold apart is stored group by group; here the hold is 0.2 s and the groups 0.3 s apart",
+    reason="a limit, by design (README): pieces further apart than REDACTION_HOLD_SECONDS are judged apart, so a "
+    "card whose groups come slower than the hold is stored group by group; here the hold is 0.2 s and the groups "
+    "0.3 s apart (the default hold, 3 s, is set for a TTS service's words and a caller's finals at speaking pace)",
 )
 @pytest.mark.parametrize("kind", ["bot-tts-text", "user-transcription"])
 async def test_a_card_spoken_slower_than_the_hold_is_not_stored(org, ingest_token, fast_hold, kind):

@@ -40,9 +40,11 @@ def test_a_relayed_batch_carries_every_event_as_encoding_it_afresh_would(sent, r
     live = LiveSession(pk=1, organization_id=1, session_id="s", state=SessionState())
     rows = []
     for frame in sent:
-        row, _ = live.accept(frame, 1_764_000_000.0, Replier(), "", DEFAULT if redacting else NONE)
+        redactor = DEFAULT if redacting else NONE
+        row, _ = live.accept(frame, 1_764_000_000.0, Replier(), "", redactor)
         if row is not None:
-            rows.append(row)
+            rows.extend(live.ready(row, redactor))
+    rows.extend(live.release_all())
     for row in rows:
         assert json.loads(row.as_event_json()) == json.loads(json.dumps(row.as_event(), allow_nan=False))
         live.fold(row)

@@ -1,26 +1,28 @@
-"""A session's streamed text redacted as it is joined: its rows held back while a number may go on.
+"""A session's streamed text redacted as it is joined: a stream's rows held back while a number may go on.
 
 An LLM's tokens, a TTS service's words and a transcription's finals come cut
 into messages ("4111", " 1111", ...), each too short to be found alone. Each
 such stream (a bot stream and a message type: `Holdback.key`) is redacted by a
 `redaction.Joined`; a row whose text ends in a run that could still become a
-match waits for its stream's next row, and so does every row of the session
-behind it, so rows are still stored, acked, relayed and folded in the order
-they came (and numbered in that order). A row waits until:
+match waits for its stream's next row. Only that stream waits: the session's
+other rows go on (they are numbered as they leave, so the dashboard's seqs
+still follow the order rows are stored, acked, relayed and folded). A row
+waits until:
 
 - its stream's next piece ends the run (the common case: the next token);
 - a message that ends its stream (`CLOSES`: bot-llm-stopped for the LLM's
-  tokens...) or the bot's connection leaving;
-- `wait` seconds (REDACTION_HOLD_SECONDS) since it came: the run is judged as
-  it stands;
+  tokens...), or the bot's connection leaving;
+- `wait` seconds (REDACTION_HOLD_SECONDS, 3 s: a TTS service's words come as
+  they are spoken and a caller's finals as they are said, a group of four
+  digits about a second apart): the run is judged as it stands, and the
+  stream's next pieces are still read after it;
 - HOLD_CHARS characters of run (rtvi_monitor/redaction.py).
 
 A held row is acked when it is stored, as every row is: an ack still means
 stored; the wait is the ack's delay, for rows whose text ends in digits only.
-Plain Python: the consumer, the control door and the lifecycle call it.
+Plain Python: the session (live/session.py) calls it.
 """
 
-from collections import deque
 from typing import Any
 
 from dashboard.http import compact_dumps
@@ -38,8 +40,7 @@ CLOSES = {
     "bot-tts-started": ("bot-tts-text",),
     "bot-tts-stopped": ("bot-tts-text",),
     "bot-stopped-speaking": ("bot-output", "bot-transcription", "bot-tts-text"),
-    "bot-started-speaking": ("user-transcription", "user-input"),
-}
+}  # (a caller's finals: no message ends them; a bot's "mm-hmm" comes between the groups a caller reads out)
 
 
 def piece_of(message: Any) -> str | None:
@@ -71,50 +72,46 @@ def without_text(message: dict) -> str:
 
 
 class Holdback:
-    """A session's rows on their way to the writer, in order, those behind a held piece waiting."""
+    """A session's streams of text on their way to the writer: each stream's pieces that wait."""
 
-    __slots__ = ("joins", "queue")
+    __slots__ = ("joins",)
 
     def __init__(self):
         self.joins: dict[tuple[str, str], tuple[Joined, list[Row]]] = {}  # key -> its redactor, its held rows
-        self.queue: deque[Row] = deque()  # rows not yet given to the writer, oldest first
 
     @property
     def holding(self) -> bool:
-        return bool(self.queue)
-
-    @staticmethod
-    def key(row: Row) -> tuple[str, str]:
-        return (row.stream, row.type)
+        return any(rows for _, rows in self.joins.values())
 
     def take(self, row: Row, piece: str | None, redactor: Redactor) -> list[Row]:
-        """`row` in; the rows that may be stored now, in order (`row` itself when nothing waits: most rows)."""
-        if not redactor:
-            piece = None
+        """`row` in; the rows that may be stored now, oldest first (`row` itself, most of the time)."""
+        out: list[Row] = []
         closes = CLOSES.get(row.type)
         if closes and self.joins:
             for kind in closes:
-                self._release((row.stream, kind))
-        if piece is not None:
-            key = self.key(row)
-            held = self.joins.get(key)
-            if held is None:
-                held = self.joins[key] = (Joined(redactor), [])
-            joined, rows = held
-            row.waiting = True
-            rows.append(row)
-            self._final(rows, joined.add(piece))
-        if not self.queue and not row.waiting:
-            return [row]
-        self.queue.append(row)
-        return self._ready()
+                held = self.joins.pop((row.stream, kind), None)
+                if held is not None:
+                    out.extend(self._final(held[1], held[0].release()))
+        if piece is None or not redactor:
+            out.append(row)
+            return out
+        key = (row.stream, row.type)
+        held = self.joins.get(key)
+        if held is None:
+            held = self.joins[key] = (Joined(redactor), [])
+        joined, rows = held
+        rows.append(row)
+        out.extend(self._final(rows, joined.add(piece)))
+        return out
 
     def expired(self, now: float, wait: float) -> list[Row]:
-        """Rows whose wait is over (held `wait` seconds or more), judged as they stand; and what they let go."""
-        for key, (_, rows) in list(self.joins.items()):
+        """Rows held `wait` seconds or more, judged as they stand (their stream's next pieces are read after)."""
+        out: list[Row] = []
+        for joined, rows in self.joins.values():
             if rows and rows[0].received_at + wait <= now:
-                self._release(key)
-        return self._ready()
+                out.extend(self._final(rows, joined.release()))
+        out.sort(key=lambda row: row.received_at)
+        return out
 
     def oldest(self) -> float | None:
         """When the row waiting longest came, or None."""
@@ -123,25 +120,18 @@ class Holdback:
 
     def release_all(self) -> list[Row]:
         """Everything, judged as it stands (the bot's connection is leaving)."""
-        for key in list(self.joins):
-            self._release(key)
-        return self._ready()
-
-    def _release(self, key) -> None:
-        held = self.joins.pop(key, None)
-        if held is not None:
-            joined, rows = held
-            self._final(rows, joined.release())
+        out: list[Row] = []
+        for joined, rows in self.joins.values():
+            out.extend(self._final(rows, joined.release()))
+        self.joins.clear()
+        out.sort(key=lambda row: row.received_at)
+        return out
 
     @staticmethod
-    def _final(rows: list[Row], final: list[tuple[str, dict]]) -> None:
-        for text, counts in final:
-            row = rows.pop(0)
-            row.waiting = False
+    def _final(rows: list[Row], final: list[tuple[str, dict]]) -> list[Row]:
+        """The first rows held, with their texts final, taken off the list."""
+        done = rows[: len(final)]
+        del rows[: len(final)]
+        for row, (text, counts) in zip(done, final, strict=True):
             with_text(row, text, counts)
-
-    def _ready(self) -> list[Row]:
-        queue, ready = self.queue, []
-        while queue and not queue[0].waiting:
-            ready.append(queue.popleft())
-        return ready
+        return done

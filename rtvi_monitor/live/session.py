@@ -18,7 +18,7 @@ from typing import Any
 from rtvi_dashboard.wire import MAX_SEQ
 
 from rtvi_monitor import protocol
-from rtvi_monitor.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text, with_text
+from rtvi_monitor.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text
 from rtvi_monitor.live.joining import Holdback, piece_of, without_text
 from rtvi_monitor.models import caller_key, storable, summary_fields
 from rtvi_monitor.redaction import NONE, Redactor
@@ -168,8 +168,7 @@ class LiveSession:
         """`shallow`: the frame's text was too short in brackets to nest past protocol.MAX_DEPTH (protocol.shallow).
 
         A row's text that is one piece of a stream (an LLM's token...) is left for its stream's redaction
-        (`ready`), which sees it joined to the pieces before and after it; a row that cannot join (an
-        invalid one) has it redacted alone here.
+        (`ready`), which sees it joined to the pieces before and after it. The row is numbered there too.
         """
         caller = ""
         message = frame.get("message") if isinstance(frame, dict) and "seq" in frame else frame
@@ -187,19 +186,32 @@ class LiveSession:
         if row is not None:
             if row.error and redactor:
                 row.error = redactor.text(row.error, {})  # what is wrong may quote what the bot sent
-            if piece is not None:
-                if row.valid and type(row.message) is dict:
-                    row.piece = piece
-                elif type(row.message) is dict:
-                    counts: dict = {}
-                    with_text(row, redactor.text(piece, counts), counts)
+            if piece is not None and type(row.message) is dict:
+                # Joined whatever its wrapper's mistakes (sent_at in ms, a bad direction): its words are the same.
+                row.piece = piece
             if caller and caller not in self.linked:
                 row.caller = caller  # Writer._flush adds it to `linked` once the row is stored
         return row, reply
 
     def ready(self, row: Row, redactor: Redactor) -> list[Row]:
-        """The rows the writer may store now, `row` in (live/joining.py): `row` alone unless a piece waits."""
-        return self.holdback.take(row, row.piece, redactor)
+        """The rows the writer may store now, `row` in (live/joining.py): `row` alone unless a piece waits.
+
+        Each is numbered as it leaves (`Row.seq`, the dashboard's order), so seqs follow the order of storage."""
+        return self._numbered(self.holdback.take(row, row.piece, redactor))
+
+    def expired(self, now: float, wait: float) -> list[Row]:
+        """Rows held back `wait` seconds or more, numbered, for the writer."""
+        return self._numbered(self.holdback.expired(now, wait))
+
+    def release_all(self) -> list[Row]:
+        """Every row held back, numbered, for the writer (its bot is leaving)."""
+        return self._numbered(self.holdback.release_all())
+
+    def _numbered(self, rows: list[Row]) -> list[Row]:
+        for row in rows:
+            self.max_seq += 1
+            row.seq = self.max_seq
+        return rows
 
     def _caller_key(self, user_id: str) -> str:
         key = self.callers.get(user_id)
@@ -329,14 +341,13 @@ class LiveSession:
             self.seen.get(row.stream, {}).pop(row.bot_seq, None)
 
     def _row(self, stream, bot_seq, direction, checked, received_at, sent_at, extra_error, text) -> Row:
-        """The next row in the dashboard's order; `checked` and `text` as stored_form() made them."""
-        self.max_seq += 1
+        """A row, numbered when it leaves for the writer (`ready`); `checked` and `text` as stored_form() made them."""
         valid = checked.valid and not extra_error
         error = checked.error or extra_error
         message = checked.message if checked.message is not None else checked.raw
         return Row(
             self,
-            self.max_seq,
+            0,
             direction,
             storable(checked.type)[: protocol.MAX_TYPE],
             received_at,
