@@ -8,7 +8,8 @@ three organizations on it:
   ("a" * N + "!", the catastrophic input for a backtracking engine) as a caller's partial transcriptions
   (--final: final ones, joined into the caller's stream) from --hostile-bots bots, each frame a batch of
   --per-batch such messages filling the largest frame the server takes (INGEST_MAX_FRAME_BYTES), each bot
-  sending its next frame as soon as the last one is answered (--hostile-window frames in flight);
+  sending its next frame as soon as the last one is answered (--hostile-window frames in flight; with
+  --hostile-rate, no more than that many frames a second: a load the server can keep up with);
 - C, the control: no rule, the very same frames (what A's load costs the server without its pattern).
 
 B streams through the whole run; its ack latency (from the message's sent_at to the ack's receipt) is taken
@@ -23,7 +24,9 @@ Before issue 33 (patterns on Python's `re`), the rule plus one such message held
 
     .venv/bin/python bench/hostile_pattern.py
     .venv/bin/python bench/hostile_pattern.py --bots 20 --rate 30 --seconds 15 --hostile-bots 4
+    .venv/bin/python bench/hostile_pattern.py --hostile-rate 2        # A: 4 bots x 2 frames/s, about 2 MB/s
     .venv/bin/python bench/hostile_pattern.py --acks each --per-batch 8 --hostile-window 2
+    .venv/bin/python bench/hostile_pattern.py --final                 # the texts joined into the caller's stream
 
 The server runs with INGEST_RATE_LIMIT and INGEST_RATE_BYTES raised (--rate-bytes) so the hostile bots
 are held back only by how fast they are answered: at the defaults (2 MB/s a connection) they would be
@@ -182,9 +185,10 @@ async def honest_bot(socket, index: int, rate: float, go_at: float, end_at: floa
     }
 
 
-async def hostile_bot(
-    socket, text: str, final: bool, per_batch: int, window: int, start_at: float, stop_at: float
-) -> dict:
+async def hostile_bot(socket, conf: dict, start_at: float, stop_at: float) -> dict:
+    """A's (or C's) bot: its probe, then from start_at to stop_at its crafted frames, each as soon as fewer than
+    --hostile-window are unanswered (and, with --hostile-rate, no sooner than its turn)."""
+    per_batch, window, rate = conf["per_batch"], conf["window"], conf["frame_rate"]
     acks = Acks()
     drainer = asyncio.create_task(acks.drain(socket))
     # The probe: a text the rule matches whole, so the stored row says whether the rule was live.
@@ -195,10 +199,13 @@ async def hostile_bot(
     await acks.settle()
     acks.latencies.clear()
     acks.acked = 0
-    item = crafted(text, final)
-    seq, sent, first_at = 3, 0, None
+    item = crafted(conf["text"], conf["final"])
+    seq, sent, frames = 3, 0, 0
+    start_at += random.random() / rate if rate else 0.0  # paced: the bots spread over one interval
     await asyncio.sleep(max(0.0, start_at - time.time()))
     while time.time() < stop_at:
+        if rate:
+            await asyncio.sleep(max(0.0, min(start_at + frames / rate, stop_at) - time.time()))
         # As fast as the socket is answered: the next frame once fewer than `window` are unanswered.
         while len(acks.sent) >= window * per_batch and time.time() < stop_at:
             acks.changed.clear()
@@ -210,7 +217,6 @@ async def hostile_bot(
         if time.time() >= stop_at:
             break
         sent_at = time.time()
-        first_at = first_at or sent_at
         batch = []
         for _ in range(per_batch):
             acks.sent[seq] = sent_at
@@ -218,6 +224,7 @@ async def hostile_bot(
             seq += 1
         await socket.send(json.dumps({"batch": batch}))
         sent += per_batch
+        frames += 1
     complete = await acks.settle()
     await socket.close()
     drainer.cancel()
@@ -247,10 +254,7 @@ def generator(kind: str, conf: dict, ready, go, go_value, results) -> None:
             jobs = [honest_bot(s, i, conf["rate"], go_at, go_at + conf["end"]) for i, s in enumerate(sockets)]
         else:
             start_at, stop_at = go_at + conf["start"], go_at + conf["stop"]
-            jobs = [
-                hostile_bot(s, conf["text"], conf["final"], conf["per_batch"], conf["window"], start_at, stop_at)
-                for s in sockets
-            ]
+            jobs = [hostile_bot(s, conf, start_at, stop_at) for s in sockets]
         return await asyncio.gather(*jobs)
 
     results.put((kind, conf["prefix"], asyncio.run(run())))
@@ -277,6 +281,12 @@ def main() -> None:
     parser.add_argument("--hostile-bots", type=int, default=4, help="organization A's bots (and C's)")
     parser.add_argument("--per-batch", type=int, default=4, help="crafted messages per hostile frame")
     parser.add_argument("--hostile-window", type=int, default=1, help="hostile frames unanswered at once, per bot")
+    parser.add_argument(
+        "--hostile-rate",
+        type=float,
+        default=0,
+        help="hostile frames per second per bot, at most (0: as fast as they are answered)",
+    )
     parser.add_argument(
         "--acks", choices=["ranges", "each"], default="ranges", help="every bot asks ranged acks, or not"
     )
@@ -314,7 +324,8 @@ def main() -> None:
     )
     print(
         f"B: {args.bots} bots x {args.rate:g} msg/s paced ({args.acks} acks); A and C: {args.hostile_bots} bots, "
-        f"frames of {args.per_batch} x ('a' * {len(text) - 1} + '!'), window {args.hostile_window}, "
+        f"frames of {args.per_batch} x ('a' * {len(text) - 1} + '!'), window {args.hostile_window}"
+        f"{f', at most {args.hostile_rate:g} frames/s each' if args.hostile_rate else ', as fast as answered'}; "
         f"frame limit {max_frame} B; phases of {seconds:g} s, {gap:g} s apart"
     )
     server = DaphneServer(env=env).start()
@@ -342,6 +353,7 @@ def main() -> None:
             "final": args.final,
             "per_batch": args.per_batch,
             "window": args.hostile_window,
+            "frame_rate": args.hostile_rate,
             "bots": args.hostile_bots,
         }
         confs["A"] = {**base, **hostile, "token": tokens["A"], "prefix": f"hb-A-{tag}"}
