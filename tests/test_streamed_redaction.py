@@ -138,6 +138,23 @@ def test_a_held_row_waits_its_time_and_no_longer():
     assert row.message["data"]["text"] == "my card is 4111"  # judged as it stood: no match in it
 
 
+@settings(max_examples=200, suppress_health_check=list(HealthCheck), deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2), st.sampled_from(PARTS)), max_size=25), st.floats(0.1, 3))
+def test_nothing_is_held_past_the_wait(arrivals, wait):
+    """However pieces come and whenever, once the session is asked (the consumer's timer asks at each row's
+    deadline), no row has waited `wait` seconds or more, and every row leaves once."""
+    live, replier, now, left = session(), Replier(), T, []
+    for seq, (gap, piece) in enumerate(arrivals, start=1):
+        now += gap
+        left.extend(live.expired(now, wait))
+        row, _ = live.accept(llm(seq, piece), now, replier, "", DEFAULT)
+        left.extend(live.ready(row, DEFAULT))
+        held = [r for _, rows in live.holdback.joins.values() for r in rows]
+        assert all(r.received_at + wait > now for r in held)
+    left.extend(live.release_all())
+    assert sorted(r.bot_seq for r in left) == list(range(1, len(arrivals) + 1))
+
+
 def test_every_stream_that_closes_has_its_stopper():
     assert set(CLOSES["bot-llm-stopped"]) == {"bot-llm-text"} and "bot-tts-text" in CLOSES["bot-tts-stopped"]
 
