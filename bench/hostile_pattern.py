@@ -115,6 +115,10 @@ class Acks:
             if len(self.error_texts) < 3:
                 self.error_texts.append(raw[:300])
             seqs = [s for s in [frame.get("seq"), *frame.get("seqs", [])] if isinstance(s, int)]
+            if frame.get("retry"):  # refused for now (storage behind): not acked, and this bench does not resend
+                for seq in seqs:
+                    self.sent.pop(seq, None)
+                seqs = []
         for seq in seqs:
             sent_at = self.sent.pop(seq, None)
             if sent_at is not None:
