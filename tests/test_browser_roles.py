@@ -286,7 +286,7 @@ def test_an_admin_invites_makes_a_read_key_changes_a_role_and_the_audit_shows_it
         assert invited.count() == 1 and ADMIN in invited.inner_text() and "viewer" in invited.inner_text()
         assert joined.count() == 1 and "viewer" in joined.inner_text()
         assert changed.count() == 1 and ADMIN in changed.inner_text()
-        assert "before: viewer" in changed.inner_text() and "after: operator" in changed.inner_text()
+        assert "Before: viewer; after: operator" in changed.inner_text()  # a sentence (audit.describe)
     finally:
         context.close()
 

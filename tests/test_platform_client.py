@@ -58,6 +58,8 @@ GETS = {
 }
 BODIES = {"status": AGENT_STATUS, "sessions": SESSIONS_BODY, "session": SESSION_DETAIL, "logs": LOGS_BODY}
 endpoints = pytest.mark.parametrize("endpoint", list(FETCHES))
+# A page of log lines is redacted with its organization's rules before it is cached: those read the database.
+reads_rules = pytest.mark.django_db(transaction=True)
 
 
 def sent(httpx_mock) -> httpx.Request:
@@ -470,6 +472,7 @@ async def test_no_key_is_explained_without_calling(httpx_mock, endpoint):
 
 
 @endpoints
+@reads_rules
 async def test_a_second_load_is_served_from_the_cache(httpx_mock, organization, endpoint):
     httpx_mock.add_response(json=BODIES[endpoint])
     first = await GETS[endpoint](organization)
@@ -479,6 +482,7 @@ async def test_a_second_load_is_served_from_the_cache(httpx_mock, organization, 
     assert len(httpx_mock.get_requests()) == 1
 
 
+@reads_rules
 async def test_every_parameter_and_the_organization_are_part_of_the_cache_key(httpx_mock, organization):
     fake_pipecat_cloud(httpx_mock, sessions=make_sessions(100))
     await pipecat_cloud.get_platform_sessions(organization, AGENT_NAME, limit=10)
@@ -496,6 +500,7 @@ async def test_every_parameter_and_the_organization_are_part_of_the_cache_key(ht
     assert len(httpx_mock.get_requests()) == 8
 
 
+@reads_rules
 async def test_twenty_concurrent_cold_loads_make_one_upstream_request(httpx_mock, organization):
     async def slow_upstream(request):
         await asyncio.sleep(0.2)
@@ -508,6 +513,7 @@ async def test_twenty_concurrent_cold_loads_make_one_upstream_request(httpx_mock
 
 
 @endpoints
+@reads_rules
 async def test_a_failing_upstream_serves_the_last_good_answer_with_its_age(httpx_mock, organization, endpoint):
     httpx_mock.add_response(json=BODIES[endpoint])
     good = await GETS[endpoint](organization)

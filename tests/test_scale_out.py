@@ -95,13 +95,13 @@ async def test_a_bot_on_one_process_reaches_browsers_on_both_and_postgresql(clus
             await ready_a.wait()
             await ready_b.wait()
             for seq in range(2, count + 1):
-                await bot.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
+                await bot.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" w{seq}"}))))
             acks = {json.loads(await asyncio.wait_for(bot.recv(), 15))["ack"] for _ in range(count - 1)}
             assert acks == set(range(2, count + 1))
             got_a, got_b = await asyncio.gather(on_a, on_b)
     assert got_a.seqs == got_b.seqs == list(range(1, count + 1))
     assert got_a.state == got_b.state  # both processes' pages show the same derived state
-    assert got_a.state["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(2, count + 1))
+    assert got_a.state["llm"]["current_tokens"] == "".join(f" w{seq}" for seq in range(2, count + 1))
 
     # Stored in PostgreSQL, readable through either process.
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
@@ -159,7 +159,7 @@ async def test_a_redis_restart_loses_no_acknowledged_message(cluster):
 
         async def send(seqs):
             for seq in seqs:
-                await bot.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" {seq}"}))))
+                await bot.send(json.dumps(wrap(seq, rtvi("bot-llm-text", {"text": f" w{seq}"}))))
             return {json.loads(await asyncio.wait_for(bot.recv(), 20))["ack"] for _ in seqs}
 
         assert await send([1]) == {1}
@@ -176,7 +176,7 @@ async def test_a_redis_restart_loses_no_acknowledged_message(cluster):
         got = await asyncio.wait_for(watcher, 60)
     # The browser was made whole from the database: a snapshot after the relays Redis lost.
     assert got.seqs == list(range(1, count + 1))
-    assert got.state["llm"]["current_tokens"] == "".join(f" {seq}" for seq in range(1, count + 1))
+    assert got.state["llm"]["current_tokens"] == "".join(f" w{seq}" for seq in range(1, count + 1))
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {a.key}"}) as api:
         lines = (await api.get(f"{b.url}/api/sessions/{session_id}/events.ndjson")).text.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, count + 1))
@@ -195,7 +195,7 @@ async def test_a_postgresql_restart_loses_no_message_the_bot_sent(cluster):
     client = DashboardClient(a.ws_url, a.token, session_id)
     client.start()
     for i in range(100):
-        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
     assert await client.flush(20)
     version = sorted(os.listdir("/etc/postgresql"))[-1]
     restart = asyncio.create_task(
@@ -204,7 +204,7 @@ async def test_a_postgresql_restart_loses_no_message_the_bot_sent(cluster):
         )
     )
     for i in range(100, 300):  # sent while PostgreSQL goes down and comes back
-        client.send(rtvi("bot-llm-text", {"text": f" {i}"}))
+        client.send(rtvi("bot-llm-text", {"text": f" w{i}"}))
         await asyncio.sleep(0.01)
     await restart
     assert await client.flush(60), client.stats

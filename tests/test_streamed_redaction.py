@@ -273,3 +273,18 @@ def test_the_sqlite_files_hold_no_group_of_a_streamed_card(tmp_path):
     assert b"[card]" in stored
     for group in GROUPS:
         assert f'"{group}'.encode() not in stored and f' {group}"'.encode() not in stored, group
+
+
+def test_an_organizations_pattern_never_takes_a_messages_shape_apart():
+    """`(a+)+$` matches the end of "data": keys are read by the built-in detectors alone, so the message keeps
+    its shape (and a streamed piece its text field) while the values are still the pattern's."""
+    from rtvi_monitor.redaction import Redactor, compile_rule
+
+    hostile = Redactor([compile_rule("slow", "(a+)+$")])
+    counts: dict = {}
+    out = hostile.message({"type": "server-message", "data": {"data": "banana", "4155550100": 1}}, counts)
+    assert out == {"type": "server-message", "data": {"data": "banan[slow]", "[phone]": 1}}
+    live, replier = session(), Replier()
+    row, _ = live.accept(llm(1, "a cat on a sofa"), T, replier, "", hostile)
+    (ready,) = live.ready(row, hostile)
+    assert ready.message["data"]["text"] == "a cat on a sof[slow]"
