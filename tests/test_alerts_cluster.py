@@ -100,7 +100,7 @@ async def test_a_fatal_error_is_delivered_once_across_two_processes(cluster):
             assert len(receiver.bodies) == 1
             (body,) = receiver.bodies
             assert body["rule"]["condition"] == "fatal_error" and body["session_ids"] == [session_id]
-            assert "Fatal error in 1 session" in body["text"] and "401" not in body["text"]  # no words: counts
+            assert "Fatal error in 1 session" in body["text"] and "Unauthorized" not in body["text"]  # no words: counts
             print(f"fatal error to webhook: {receiver.times[0] - stored_at:.2f} s")
 
             (alert,) = (await api.get(f"{a.url}/api/alerts/")).json()["alerts"]
