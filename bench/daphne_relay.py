@@ -12,7 +12,7 @@ the part of the dashboard's cost that no change to its own code can take away:
 three frames a message costs a bot without ranged acks (in, its ack, its
 relay), measured rather than estimated (bench/relay.py --target floors).
 `acking_tuned` is that with the dashboard's changes to daphne installed
-(dashboard/daphne_tuning.py: write-through, small frames unmasked in one step):
+(dashboard/server/daphne_tuning.py: write-through, small frames unmasked in one step):
 daphne as the dashboard runs it.
 """
 
@@ -57,8 +57,8 @@ async def acking(scope, receive, send):
 
 
 async def acking_tuned(scope, receive, send):
-    """`acking` on daphne as the dashboard runs it (dashboard/daphne_tuning.py)."""
-    from dashboard import daphne_tuning
+    """`acking` on daphne as the dashboard runs it (dashboard/server/daphne_tuning.py)."""
+    from dashboard.server import daphne_tuning
 
     daphne_tuning.install()  # before this connection's first write; idempotent
     await application(scope, receive, send, acks=True)

@@ -1,8 +1,8 @@
 """Validate-and-reduce throughput of the protocol core on one core.
 
 Each message goes through what ingest does to it: JSON parsing and
-validation (rtvi_monitor/protocol.py), then folding into its session's state
-(rtvi_monitor/state.py). The messages are real Pipecat 1.14 sessions
+validation (rtvi_monitor/core/protocol.py), then folding into its session's state
+(rtvi_monitor/core/state.py). The messages are real Pipecat 1.14 sessions
 (tests/rtvi_samples.py) in their real order, with the LLM's tokens split to
 the size real LLMs stream so the mix matches the field notes': about a third
 bot-llm-text tokens, a quarter metrics, the rest everything else. Sessions are
@@ -12,7 +12,7 @@ interleaved, as many bots streaming at once are.
     .venv/bin/python bench/protocol.py --redact [--pii]
 
 --redact also times the same stream with redaction before storage on
-(rtvi_monitor/redaction.py, the built-in detectors as ingest applies them:
+(rtvi_monitor/core/redaction.py, the built-in detectors as ingest applies them:
 after validation, before the stored text is made and the state folds it)
 against the same loop with it off, in the same run, and prints the ratio;
 --pii puts a phone number, an e-mail address and a card number in every user
@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 import django
 
-django.setup()  # rtvi_monitor.events reads the models (no database is touched)
+django.setup()  # rtvi_monitor.sessions.events reads the models (no database is touched)
 
-from rtvi_monitor.events import redact, stored_form  # noqa: E402
-from rtvi_monitor.protocol import validate  # noqa: E402
-from rtvi_monitor.redaction import DEFAULT, NONE  # noqa: E402
-from rtvi_monitor.state import Event, SessionState  # noqa: E402
+from rtvi_monitor.core.protocol import validate  # noqa: E402
+from rtvi_monitor.core.redaction import DEFAULT, NONE  # noqa: E402
+from rtvi_monitor.core.state import Event, SessionState  # noqa: E402
+from rtvi_monitor.sessions.events import redact, stored_form  # noqa: E402
 from tests.rtvi_samples import m, pipecat_conversation_pairs  # noqa: E402
 
 TOKEN_CHARS = 3  # real LLM tokens are pieces of words, not words

@@ -17,7 +17,7 @@ for the server process as the project does) or a throwaway SQLite file (`--db sq
    (/api/sessions/) are loaded in turn, with the admin's cookie, each timed.
 4. The organization's retention is set (`--kind sessions`: keep_sessions_days = 1, whole calls
    deleted, their events with them; `--kind messages`: keep_messages_days = 1, the calls' messages
-   deleted, rows kept) and the server's own purge (rtvi_monitor/retention.py: every
+   deleted, rows kept) and the server's own purge (rtvi_monitor/privacy/retention.py: every
    RETENTION_INTERVAL, `--retention-interval` 5 s, rounds of RETENTION_BATCH rows with
    RETENTION_PAUSE between) deletes them, while the bot and the pages go on as in 3, until every old
    call is purged or `--max-purge-minutes` (30) pass (then the figures are extrapolated and say so).

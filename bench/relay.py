@@ -11,7 +11,7 @@ For each target server, in the same run and with the same load generator:
 - `daphne+acks`: that relay acking each bot frame ({"ack": seq}): the floor for
   bots without ranged acks, whose every message is three frames;
 - `daphne+acks+tuned`: that on daphne with the dashboard's changes to it
-  (dashboard/daphne_tuning.py): the floor as the dashboard runs daphne.
+  (dashboard/server/daphne_tuning.py): the floor as the dashboard runs daphne.
 
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)

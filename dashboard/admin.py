@@ -1,8 +1,9 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from dashboard import audit
-from dashboard.models import Agent, ApiKey, AuditEntry, Deployment, Membership, Organization, Price
+from dashboard.agents.models import Agent, Deployment
+from dashboard.org import audit
+from dashboard.org.models import ApiKey, AuditEntry, Membership, Organization, Price
 
 
 class AuditedRuleAdmin(admin.ModelAdmin):
@@ -150,7 +151,7 @@ class PriceAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        from rtvi_monitor.cost import forget_prices
+        from rtvi_monitor.sessions.cost import forget_prices
 
         forget_prices()  # this process prices the next summaries with it at once; others within a minute
 

@@ -7,11 +7,11 @@ class DashboardConfig(AppConfig):
     verbose_name = "Organizations and agents"
 
     def ready(self):
-        from dashboard import audit  # noqa: F401  (connects the sign-in signals)
+        from dashboard.org import audit  # noqa: F401  (connects the sign-in signals)
 
 
 class SiteAdminConfig(admin_apps.AdminConfig):
-    """Django's admin, its site asking the access policy (dashboard/auth.py SiteAdmin)."""
+    """Django's admin, its site asking the access policy (dashboard/access/auth.py SiteAdmin)."""
 
     default = False  # dashboard's own config stays DashboardConfig
-    default_site = "dashboard.auth.SiteAdmin"
+    default_site = "dashboard.access.auth.SiteAdmin"

@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (rtvi_monitor/routing.py)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (rtvi_monitor/live/routing.py)."""
 
 import gc
 import os
@@ -12,8 +12,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from dashboard import daphne_tuning  # noqa: E402
-from rtvi_monitor.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.server import daphne_tuning  # noqa: E402
+from rtvi_monitor.live.routing import websocket_urlpatterns  # noqa: E402
 
 if settings.DAPHNE_TUNING:
     daphne_tuning.install()

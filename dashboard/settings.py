@@ -62,11 +62,11 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 # A failed CSRF check under /v1/ or /api/ answers JSON ({"error": ...}, 403)
 # saying what was missing, like every other answer there; elsewhere it is
 # Django's own page.
-CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "dashboard.web.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",
-    "dashboard.apps.SiteAdminConfig",  # django.contrib.admin, its site asking dashboard/access.py
+    "dashboard.apps.SiteAdminConfig",  # django.contrib.admin, its site asking dashboard/access/policy.py
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -79,7 +79,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "dashboard.middleware.ServerTimingMiddleware",
+    "dashboard.web.middleware.ServerTimingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -87,13 +87,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "dashboard.errors.MachineErrorsMiddleware",
+    "dashboard.web.errors.MachineErrorsMiddleware",
     # Last on purpose: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB)
     # is a 413 in JSON before any view or CSRF check runs, and too many form
     # fields or files a 400 in JSON. Django calls process_exception from the
     # last middleware up, so listed here it answers before MachineErrorsMiddleware,
-    # which would make them a 500 (dashboard/middleware.py).
-    "dashboard.middleware.RequestLimitsMiddleware",
+    # which would make them a 500 (dashboard/web/middleware.py).
+    "dashboard.web.middleware.RequestLimitsMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -109,7 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dashboard.auth.membership_context",
+                "dashboard.access.auth.membership_context",
             ],
         },
     },
@@ -130,7 +130,7 @@ else:
             # WAL lets the live server write while pages read; a generous
             # timeout rides out the writer's short transactions. secure_delete:
             # what is deleted (an erased call's words) is overwritten with zeros,
-            # not left in free pages (rtvi_monitor/contents.py settles the WAL).
+            # not left in free pages (rtvi_monitor/privacy/contents.py settles the WAL).
             "OPTIONS": {
                 "timeout": 20,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
@@ -189,11 +189,11 @@ STATIC_ROOT = Path(os.getenv("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # production the reverse proxy serves STATIC_ROOT).
 SERVE_STATIC = envbool("SERVE_STATIC", "true" if DEBUG else "false")
 # DAPHNE_TUNING: daphne's connections send a frame at once when nothing is queued before it, instead
-# of at the loop's next turn, and small frames are unmasked in one step (dashboard/daphne_tuning.py);
+# of at the loop's next turn, and small frames are unmasked in one step (dashboard/server/daphne_tuning.py);
 # false leaves twisted and autobahn as they come.
 DAPHNE_TUNING = envbool("DAPHNE_TUNING", "true")
 
-# Call audio (rtvi_monitor/audio.py), stored through Django's storage API under the alias "audio". By
+# Call audio (rtvi_monitor/audio/store.py), stored through Django's storage API under the alias "audio". By
 # default on this machine's disk, in AUDIO_ROOT; with AUDIO_S3_BUCKET set, in S3 or any S3-compatible
 # store (django-storages' S3Storage, boto3): AUDIO_S3_ENDPOINT_URL for MinIO, Ceph, R2...;
 # credentials from AUDIO_S3_ACCESS_KEY_ID / AUDIO_S3_SECRET_ACCESS_KEY, else boto3's own (AWS_* variables,
@@ -252,13 +252,13 @@ SESSION_COOKIE_HTTPONLY = True
 # SESSION_MAX_AGE: seconds a browser login lasts (default 12 hours: a shift), renewed by nothing.
 SESSION_COOKIE_AGE = envint("SESSION_MAX_AGE", str(12 * 3600))
 # LOGIN_MAX_FAILURES (per username) and LOGIN_MAX_FAILURES_PER_IP failed sign-ins within
-# LOGIN_LOCKOUT_SECONDS lock further attempts out for that long (dashboard/login.py).
+# LOGIN_LOCKOUT_SECONDS lock further attempts out for that long (dashboard/access/login.py).
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", "5")
 LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", "20")
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
 X_FRAME_OPTIONS = "DENY"
 
-# --- Agents API (dashboard/agents.py) -------------------------------------
+# --- Agents API (dashboard/agents/service.py) -------------------------------------
 # AGENTS_API_BASE_URL: base of the agents API, up to and including /v1.
 # Pipecat Cloud: https://api.pipecat.daily.co/v1. Default: this dashboard's
 # own built-in API at HOST:PORT. An organization may override it in the admin.
@@ -291,7 +291,7 @@ AGENTS_PAGE_WAIT = envfloat("AGENTS_PAGE_WAIT", "2")
 # (the Refresh button still asks).
 AGENTS_FAILURE_BACKOFF = envfloat("AGENTS_FAILURE_BACKOFF", "15")
 # PLATFORM_CACHE_TTL: seconds an agent's status, a page of its sessions or of
-# its logs (dashboard/pipecat_cloud.py: the rest of the agents API) is served from
+# its logs (dashboard/agents/pipecat_cloud.py: the rest of the agents API) is served from
 # the cache as is; the failure back-off and page wait above apply to them too.
 PLATFORM_CACHE_TTL = envint("PLATFORM_CACHE_TTL", "10")
 # PLATFORM_ENDED_SESSION_TTL: the same for an ended session's record, which
@@ -311,7 +311,7 @@ LOGGING = {
 # its socket with 4009 after an {"error", "fatal"} frame.
 INGEST_MAX_FRAME_BYTES = envint("INGEST_MAX_FRAME_BYTES", str(MAX_FRAME_BYTES))
 # REDACTION_BUILTIN: remove e-mail addresses, phone numbers, payment cards (Luhn), IBANs and US SSNs
-# from every text a bot sends, before it is stored (rtvi_monitor/redaction.py). On unless set to false;
+# from every text a bot sends, before it is stored (rtvi_monitor/core/redaction.py). On unless set to false;
 # organizations add their own patterns in the admin (Redaction rules).
 REDACTION_BUILTIN = envbool("REDACTION_BUILTIN", "true")
 # REDACTION_HOLD_SECONDS: how long a streamed piece of text (an LLM's token, a TTS word, a transcription's
@@ -360,10 +360,10 @@ SESSION_SUMMARY_INTERVAL = envfloat("SESSION_SUMMARY_INTERVAL", "1")
 # stopped browser may stay silent before its socket is closed.
 BROWSER_MAX_LAG = envint("BROWSER_MAX_LAG", "5000")
 # BROWSER_ACCESS_CHECK: seconds between checks that a watching browser may still watch (a member
-# removed, demoted to viewer or signed out stops receiving within it; rtvi_monitor/consumers.py), that a
+# removed, demoted to viewer or signed out stops receiving within it; rtvi_monitor/live/consumers.py), that a
 # streaming bot's ingest token is still valid (consumers.TokenWatch), and that whoever a long answer is
 # streamed to (an export, a recording: a private API key or a member) may still have it
-# (dashboard/http.while_key_valid, which asks dashboard/access.py again).
+# (dashboard/http.while_key_valid, which asks dashboard/access/policy.py again).
 BROWSER_ACCESS_CHECK = envfloat("BROWSER_ACCESS_CHECK", "30")
 BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 # BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.
@@ -373,7 +373,7 @@ BROWSER_RECENT_EVENTS = envint("BROWSER_RECENT_EVENTS", "500")
 # call (end, send text) through its bot package's socket (rtvi_monitor/live/control.py).
 LIVE_CONTROL_TIMEOUT = envfloat("LIVE_CONTROL_TIMEOUT", "5")
 
-# --- Turn diagnosis (rtvi_monitor/turns.py) ------------------------------------
+# --- Turn diagnosis (rtvi_monitor/core/diagnosis.py) ------------------------------------
 # TURN_BACKCHANNEL_SECONDS: a user's speech over the bot that was not transcribed is a backchannel
 # ("mhm") when shorter than this, else a barge-in. TURN_BACKCHANNEL_WORDS: a transcribed one is a
 # backchannel when it has at most this many words, every one an acknowledgement (turns.ACKNOWLEDGEMENTS).
@@ -385,12 +385,12 @@ TURN_BACKCHANNEL_WORDS = envint("TURN_BACKCHANNEL_WORDS", "3")
 TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "200")
 TURN_STATS_CACHE_SECONDS = envfloat("TURN_STATS_CACHE_SECONDS", "60")
 
-# --- Alerts (rtvi_monitor/alerts.py) -------------------------------------------
+# --- Alerts (rtvi_monitor/alerts/rules.py) -------------------------------------------
 # ALERT_EVALUATE_INTERVAL: seconds between evaluations of every alert rule, by
 # whichever server process holds the "alerts" lease in the database (one at a
 # time, so each alert fires and is delivered once however many processes run).
 ALERT_EVALUATE_INTERVAL = envfloat("ALERT_EVALUATE_INTERVAL", "5")
-# RETENTION_INTERVAL: seconds between retention purges (rtvi_monitor/retention.py; one process at a
+# RETENTION_INTERVAL: seconds between retention purges (rtvi_monitor/privacy/retention.py; one process at a
 # time); RETENTION_BATCH: rows of each kind one round deletes; RETENTION_PAUSE: seconds between rounds.
 RETENTION_INTERVAL = envfloat("RETENTION_INTERVAL", "60")
 RETENTION_BATCH = envint("RETENTION_BATCH", "5000")
@@ -424,7 +424,7 @@ DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "rtvi-dashboard@localhost")
 # OTLP_MAX_BYTES: the largest body POST /v1/traces takes (after gunzip too); over it: 413.
 OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(2 * 1024 * 1024))  # under Django's DATA_UPLOAD_MAX_MEMORY_SIZE
 
-# --- Single sign-on: OpenID Connect (dashboard/oidc.py; README "Single sign-on") -------------
+# --- Single sign-on: OpenID Connect (dashboard/access/oidc.py; README "Single sign-on") -------------
 # Off unless OIDC_RP_CLIENT_ID is set; then the rest of this block applies, and nothing else in
 # this file changes. The provider's client for this dashboard has the redirect URI
 # <dashboard>/oidc/callback/ and authenticates with its secret (client_secret_basic, or _post
@@ -483,9 +483,9 @@ if os.getenv("OIDC_RP_CLIENT_ID", ""):
     if OIDC_DEFAULT_ROLE not in ("viewer", "operator", "admin"):
         raise ImproperlyConfigured("OIDC_DEFAULT_ROLE must be viewer, operator or admin")
     OIDC_USE_PKCE = True
-    OIDC_CALLBACK_CLASS = "dashboard.oidc.CallbackView"  # a refusal says why on the login page
+    OIDC_CALLBACK_CLASS = "dashboard.access.oidc.CallbackView"  # a refusal says why on the login page
     LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
     INSTALLED_APPS.append("mozilla_django_oidc")
-    AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "dashboard.oidc.OrganizationBackend"]
-    TEMPLATES[0]["OPTIONS"]["context_processors"].append("dashboard.oidc.sso_context")
+    AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "dashboard.access.oidc.OrganizationBackend"]
+    TEMPLATES[0]["OPTIONS"]["context_processors"].append("dashboard.access.oidc.sso_context")
 # --- end of single sign-on ---------------------------------------------------------------------

@@ -5,10 +5,14 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import api, audit_views, builtin_api, errors, org_admin, views
-from dashboard.auth import public, public_include
-from dashboard.login import ThrottledAuthenticationForm
-from rtvi_monitor import alert_views, otlp
+from dashboard.access.auth import public, public_include
+from dashboard.access.login import ThrottledAuthenticationForm
+from dashboard.agents import api, builtin_api, views
+from dashboard.org import audit_views
+from dashboard.org import views as org_admin
+from dashboard.web import errors
+from rtvi_monitor.alerts import views as alert_views
+from rtvi_monitor.sessions import otlp
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -25,7 +29,7 @@ urlpatterns = [
     path("api/alerts/<int:pk>/assign/", alert_views.alert_assign, name="api_alert_assign"),
     path("api/alerts/<int:pk>/notes/", alert_views.alert_note, name="api_alert_notes"),
     path("audit/", audit_views.audit_page, name="audit"),
-    path("settings/", include("dashboard.org_urls")),
+    path("settings/", include("dashboard.org.urls")),
     path("organization/", org_admin.switch_organization, name="switch_organization"),
     path("invitations/<str:secret>/", org_admin.accept_invitation, name="accept_invitation"),
     path("api/audit/", audit_views.audit_json, name="api_audit"),
@@ -67,6 +71,6 @@ urlpatterns = [
     re_path(r"^(?:v1|api|ingest)/", public("a JSON 404 for a machine path that is none")(errors.machine_not_found)),
 ]
 
-handler400 = "dashboard.errors.bad_request"
-handler404 = "dashboard.errors.not_found"
-handler500 = "dashboard.errors.server_error"
+handler400 = "dashboard.web.errors.bad_request"
+handler404 = "dashboard.web.errors.not_found"
+handler500 = "dashboard.web.errors.server_error"

@@ -1,8 +1,10 @@
 from django.contrib import admin
 
-from dashboard import audit
 from dashboard.admin import AuditedRuleAdmin, SecretAdmin
-from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, IngestToken, RedactionRule, Session
+from dashboard.org import audit
+from rtvi_monitor.alerts.models import Alert, AlertDelivery, AlertRule
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Event, RedactionRule, Session
 
 admin.site.register(IngestToken, SecretAdmin)
 
@@ -35,7 +37,7 @@ class SessionAdmin(admin.ModelAdmin):
 
     def _erase(self, request, sessions):
         """Deleting here erases as the API does: messages and spans too, live calls refused, in the audit log."""
-        from rtvi_monitor.sessions import erase_session
+        from rtvi_monitor.sessions.queries import erase_session
 
         for session in sessions:
             erased = erase_session(session)

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from rtvi_monitor import api, audio_views, views
+from rtvi_monitor.audio import views as audio_views
+from rtvi_monitor.sessions import api, views
 
 urlpatterns = [
     path("sessions/", views.session_list, name="session_list"),

@@ -4,8 +4,8 @@ import asyncio
 
 import httpx
 
-from dashboard import agents as service
-from dashboard import upstream
+from dashboard.agents import service as service
+from dashboard.agents import upstream
 
 BASE = "https://api.pipecat.example/v1"
 URL = f"{BASE}/agents"

@@ -8,7 +8,8 @@ import httpx
 import pytest
 from django.core.cache import cache
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization
+from dashboard.agents.models import Agent, Deployment
+from dashboard.org.models import ApiKey, Membership, Organization
 
 # A streamed piece of text that ends in a number waits for its stream's next piece (rtvi_monitor/live/joining.py),
 # 3 s by default; so does its ack. tests/test_streamed_redaction.py and tests/test_attack_i33.py test that wait
@@ -258,7 +259,7 @@ def live_settings(settings):
 @pytest.fixture
 def live_path(transactional_db, live_settings):
     """A clean live path: the registry is per process and outlives a test's database."""
-    from rtvi_monitor.dbthread import AUDIO_THREAD, CONNECT_THREAD, DB_THREAD, LIFECYCLE_THREAD
+    from rtvi_monitor.live.dbthread import AUDIO_THREAD, CONNECT_THREAD, DB_THREAD, LIFECYCLE_THREAD
     from rtvi_monitor.live.registry import registry
 
     registry.sessions.clear()
@@ -276,7 +277,7 @@ def live_path(transactional_db, live_settings):
 
 @pytest.fixture
 def ingest_token(org):
-    from rtvi_monitor.models import IngestToken
+    from rtvi_monitor.live.models import IngestToken
 
     return IngestToken.issue(org, "test bot")[1]
 

@@ -36,7 +36,7 @@ asyncioreactor.install()
 
 from twisted.internet import protocol, reactor  # noqa: E402
 
-from dashboard import daphne_tuning  # noqa: E402
+from dashboard.server import daphne_tuning  # noqa: E402
 
 if sys.argv[1] == "on":
     daphne_tuning.install()

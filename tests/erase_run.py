@@ -32,11 +32,14 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard import audit  # noqa: E402
-from dashboard.models import Organization  # noqa: E402
-from rtvi_monitor import alerts, events, otlp, retention  # noqa: E402
-from rtvi_monitor.models import Alert, AlertNote, AlertRule, Event, Session, Span, summary_fields  # noqa: E402
-from rtvi_monitor.sessions import erase_session  # noqa: E402
+from dashboard.org import audit  # noqa: E402
+from dashboard.org.models import Organization  # noqa: E402
+from rtvi_monitor.alerts import rules as alerts  # noqa: E402
+from rtvi_monitor.alerts.models import Alert, AlertNote, AlertRule  # noqa: E402
+from rtvi_monitor.privacy import retention  # noqa: E402
+from rtvi_monitor.sessions import events, otlp  # noqa: E402
+from rtvi_monitor.sessions.models import Event, Session, Span, summary_fields  # noqa: E402
+from rtvi_monitor.sessions.queries import erase_session  # noqa: E402
 
 
 def rtvi(type_: str, data: dict) -> dict:

@@ -3,7 +3,7 @@
 import json
 import time
 
-from rtvi_monitor.models import Event, Session
+from rtvi_monitor.sessions.models import Event, Session
 from tests.sockets import rtvi
 
 T0 = 1_750_000_000.0

@@ -74,7 +74,7 @@ class Page:
 
     def take(self, frame: dict) -> str:
         """Fold one frame in; returns "snapshot", "apply", "skip", "gap" or the frame's type."""
-        from rtvi_monitor.patches import apply_changes
+        from rtvi_monitor.core.patches import apply_changes
 
         kind = frame.get("type")
         if kind == "snapshot":

@@ -1,4 +1,4 @@
-"""The one access policy (dashboard/access.py): every door names an action, and every door does what the table says.
+"""The access policy (dashboard/access/policy.py): every door names an action, and every door does what the table says.
 
 Three ways: every URL pattern of the real URLconf and every socket route names its action (or is
 marked public, with a reason); the table answers each actor as written down here, by hand; and
@@ -19,10 +19,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from dashboard import access
-from dashboard.access import Actor
-from dashboard.models import ApiKey, Invitation, Membership, Role
-from rtvi_monitor.models import Alert, AlertRule, IngestToken, Session
+from dashboard.access import policy as access
+from dashboard.access.policy import Actor
+from dashboard.org.models import ApiKey, Invitation, Membership, Role
+from rtvi_monitor.alerts.models import Alert, AlertRule
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Session
 from tests.agents_samples import AGENT, BASE, KEY, URL
 from tests.conftest import make_member
 from tests.platform_samples import fake_pipecat_cloud
@@ -60,7 +62,7 @@ def test_every_url_pattern_names_an_action_or_is_public():
         for action in actions_named(action_of(pattern, app))
         if action not in access.ACTIONS
     ]
-    assert not unknown, f"URL patterns naming an action dashboard/access.py does not have: {unknown}"
+    assert not unknown, f"URL patterns naming an action dashboard/access/policy.py does not have: {unknown}"
 
 
 def test_every_public_view_says_why():
@@ -73,7 +75,7 @@ def test_every_public_view_says_why():
 
 
 def test_the_site_admin_asks_the_policy():
-    from dashboard.auth import SiteAdmin
+    from dashboard.access.auth import SiteAdmin
 
     assert isinstance(admin.site, SiteAdmin)
     assert admin.site.access_action == "site.admin"
@@ -170,7 +172,7 @@ def socket_app_action(app):
 
 
 def test_every_socket_route_names_an_action():
-    from rtvi_monitor.routing import websocket_urlpatterns
+    from rtvi_monitor.live.routing import websocket_urlpatterns
 
     missing = [str(route.pattern) for route in websocket_urlpatterns if socket_app_action(route.callback) is None]
     assert not missing, f"Socket routes with no access policy: {missing}"

@@ -3,7 +3,7 @@
 import pytest
 from asgiref.sync import sync_to_async
 
-from rtvi_monitor.models import Session
+from rtvi_monitor.sessions.models import Session
 from tests.agents_samples import AGENT, BASE, KEY, URL
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 

@@ -5,7 +5,7 @@ import time
 import httpx
 import pytest
 
-from dashboard.models import Membership, Organization
+from dashboard.org.models import Membership, Organization
 from tests.agents_samples import (
     AGENT,
     BASE,

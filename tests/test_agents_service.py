@@ -1,4 +1,4 @@
-"""dashboard/agents.py against a faked upstream (pytest-httpx): errors, cache, single-flight, slowness."""
+"""dashboard/agents/service.py against a faked upstream (pytest-httpx): errors, cache, single-flight, slowness."""
 
 import asyncio
 import json
@@ -7,10 +7,10 @@ import time
 import httpx
 import pytest
 
-from dashboard import agents as service
-from dashboard.agents import fetch_agents, get_agents
-from dashboard.models import Organization
-from dashboard.upstream import AgentsAPIError
+from dashboard.agents import service as service
+from dashboard.agents.service import fetch_agents, get_agents
+from dashboard.agents.upstream import AgentsAPIError
+from dashboard.org.models import Organization
 from tests.agents_samples import (
     AGENT,
     BASE,

@@ -17,9 +17,11 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import Agent, AuditEntry
-from rtvi_monitor import alerts
-from rtvi_monitor.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule, Session
+from dashboard.agents.models import Agent
+from dashboard.org.models import AuditEntry
+from rtvi_monitor.alerts import rules as alerts
+from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule
+from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
 from tests.session_samples import error_event
 
@@ -291,7 +293,7 @@ def test_the_runbook_page_has_a_section_for_each_demo_rule(staff_client, org):
 
 
 def test_the_runbook_markdown_is_escaped(monkeypatch, tmp_path, staff_client):
-    from rtvi_monitor import alert_views
+    from rtvi_monitor.alerts import views as alert_views
 
     source = tmp_path / "RUNBOOK.md"
     source.write_text("## Fatal <b>errors</b>\n\n- check `<script>` and [docs](javascript:alert(1))\n")

@@ -12,9 +12,12 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import Agent, Price
-from rtvi_monitor import alerts
-from rtvi_monitor.models import Alert, AlertDelivery, AlertRule, Event, Lease, Session
+from dashboard.agents.models import Agent
+from dashboard.org.models import Price
+from rtvi_monitor.alerts import rules as alerts
+from rtvi_monitor.alerts.models import Alert, AlertDelivery, AlertRule
+from rtvi_monitor.live.models import Lease
+from rtvi_monitor.sessions.models import Event, Session
 from tests.agents_samples import BASE, KEY, URL
 from tests.session_samples import error_event
 
@@ -442,7 +445,7 @@ def test_the_alerts_page_and_the_overview_show_what_fires(staff_client, org):
 
 
 def test_cost_is_priced_from_usage_per_model(org):
-    from rtvi_monitor.cost import forget_prices, session_cost
+    from rtvi_monitor.sessions.cost import forget_prices, session_cost
 
     forget_prices()
     assert session_cost(org.pk, {"gpt-4o": {"prompt_tokens": 1000}}) is None  # no prices: unknown, not $0

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from rtvi_monitor.models import Alert, AlertRule
+from rtvi_monitor.alerts.models import Alert, AlertRule
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,10 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.asgi import application
-from dashboard.models import ApiKey
-from rtvi_monitor.models import Event, IngestToken, RedactionRule, Session, Span
-from rtvi_monitor.redaction import normal
+from dashboard.org.models import ApiKey
+from rtvi_monitor.core.redaction import normal
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Event, RedactionRule, Session, Span
 from tests.sockets import browser_socket, receive, rtvi, send, wrap
 
 CARD = "4929 8125 6409 3167"  # Luhn-valid
@@ -404,7 +405,7 @@ def test_hostile_numbers_in_query_params_are_answered_never_a_500(staff_client, 
     ],
 )
 def test_a_malformed_range_header_is_read_as_the_whole_or_refused_with_a_reason(header):
-    from rtvi_monitor.audio_views import _byte_range
+    from rtvi_monitor.audio.views import _byte_range
 
     answer = _byte_range(header, 1000)
     assert answer is None or isinstance(answer, str) or (0 <= answer[0] <= answer[1] < 1000), answer
@@ -475,7 +476,7 @@ WORD = "Zanzibarquux"  # a caller's word: in the bot's messages and its errors' 
 async def test_a_viewer_watching_the_live_list_while_a_bot_talks_and_fails_gets_none_of_its_words(
     org, ingest_token, settings
 ):
-    from dashboard.models import Role
+    from dashboard.org.models import Role
     from tests.conftest import make_member
 
     client = Client()
@@ -652,7 +653,7 @@ async def test_a_revoked_bot_that_ignores_the_close_has_nothing_more_taken(org, 
 async def test_a_demoted_members_page_that_ignores_the_close_gets_no_more_snapshots(org, settings):
     """A page socket closed because its member was demoted to viewer (4403) can still send until the close
     handshake times out under daphne: a snapshot it asks for then (the call's contents) must not be sent."""
-    from dashboard.models import Membership, Role
+    from dashboard.org.models import Membership, Role
     from tests.conftest import make_member
     from tests.test_roles import SAID, make_call
 
@@ -677,12 +678,12 @@ async def test_a_demoted_members_page_that_ignores_the_close_gets_no_more_snapsh
 
 @pytest.mark.django_db
 def test_a_members_export_ends_when_the_member_is_demoted_mid_stream(org, settings, monkeypatch):
-    from dashboard.models import Membership, Role
+    from dashboard.org.models import Membership, Role
     from tests.conftest import make_member
     from tests.session_samples import make_session
 
     settings.BROWSER_ACCESS_CHECK = 0
-    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    monkeypatch.setattr("rtvi_monitor.sessions.api.CHUNK", 5)
     make_session(org)
     client = Client()
     user = make_member(org, "exporter", Role.OPERATOR)

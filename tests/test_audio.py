@@ -18,9 +18,11 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from dashboard.models import AuditEntry, Role
-from rtvi_monitor import audio
-from rtvi_monitor.models import AudioChunk, IngestToken, Session, SessionAudio
+from dashboard.org.models import AuditEntry, Role
+from rtvi_monitor.audio import store as audio
+from rtvi_monitor.audio.models import AudioChunk, SessionAudio
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
 from tests.speech import silence, speak
 
@@ -403,7 +405,7 @@ def test_retention_purges_recordings_with_their_own_days_or_the_messages(recordi
 
     from django.utils import timezone
 
-    from rtvi_monitor import retention
+    from rtvi_monitor.privacy import retention
 
     token = IngestToken.issue(recording_org, "bot")[1]
     now = timezone.now()

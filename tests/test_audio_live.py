@@ -12,10 +12,11 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import AuditEntry, Role
+from dashboard.org.models import AuditEntry, Role
 from dashboard.templatetags.dashboard_format import signed_seconds
-from rtvi_monitor.models import IngestToken, SessionAudio
-from rtvi_monitor.sessions import agent_overview
+from rtvi_monitor.audio.models import SessionAudio
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.queries import agent_overview
 from tests.conftest import make_member
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 from tests.speech import speak

@@ -11,7 +11,9 @@ import soundfile
 from django.core.files.storage import storages
 from django.test import Client
 
-from rtvi_monitor.models import AudioChunk, IngestToken, Session
+from rtvi_monitor.audio.models import AudioChunk
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Session
 from tests.server import free_port
 from tests.speech import speak
 from tests.test_audio import put

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard.models import ApiKey, AuditEntry, AuditImmutable, Membership
-from rtvi_monitor.models import RedactionRule
+from dashboard.org.models import ApiKey, AuditEntry, AuditImmutable, Membership
+from rtvi_monitor.sessions.models import RedactionRule
 from tests.session_samples import make_session
 from tests.sockets import browser_socket
 
@@ -209,7 +209,7 @@ def test_the_audit_page_shows_the_organizations_entries_and_says_what_is_wrong_w
 
 
 def test_an_ended_session_is_erased_with_its_messages_and_spans_and_the_erase_is_recorded(client, org, api_key):
-    from rtvi_monitor.models import Event, Session, Span
+    from rtvi_monitor.sessions.models import Event, Session, Span
 
     make_session(org, "call-1", status="ended")
     make_session(org, "call-2", status="ended")
@@ -234,7 +234,7 @@ def test_an_ended_session_is_erased_with_its_messages_and_spans_and_the_erase_is
 
 
 def test_a_live_session_another_organizations_or_a_browsers_erase_is_refused(client, staff_client, org, other_org):
-    from rtvi_monitor.models import Session
+    from rtvi_monitor.sessions.models import Session
 
     make_session(org, "live-1")
     make_session(org, "ended-1", status="ended")
@@ -249,7 +249,7 @@ def test_a_live_session_another_organizations_or_a_browsers_erase_is_refused(cli
 
 
 def test_deleting_a_session_in_the_site_admin_erases_it_as_the_api_does_and_is_recorded(admin_client, org):
-    from rtvi_monitor.models import Session
+    from rtvi_monitor.sessions.models import Session
 
     make_session(org, "call-1", status="ended")
     make_session(org, "live-1")
@@ -282,7 +282,7 @@ VALUES = st.recursive(
 
 @given(st.dictionaries(KEYS, VALUES, max_size=6))
 def test_any_detail_reads_as_a_sentence_with_no_python_in_it(detail):
-    from dashboard.audit import describe
+    from dashboard.org.audit import describe
 
     sentence = describe(detail)
     assert not [token for token in REPRS if token in sentence], sentence
@@ -310,7 +310,7 @@ def test_any_detail_reads_as_a_sentence_with_no_python_in_it(detail):
     ],
 )
 def test_what_the_writers_write_reads_as_a_sentence(detail, sentence):
-    from dashboard.audit import describe
+    from dashboard.org.audit import describe
 
     said = describe(detail)
     assert not [token for token in REPRS if token in said], said
@@ -329,7 +329,7 @@ def test_the_audit_page_and_api_show_the_sentence(staff_client, org, api_key):
 
 
 def test_revoking_an_invitation_is_recorded_as_that(staff_client, org):
-    from dashboard.models import Invitation
+    from dashboard.org.models import Invitation
 
     invitation, _ = Invitation.issue(org, "new@example.com", "viewer")
     staff_client.post("/settings/members/", {"do": "revoke", "invitation": str(invitation.pk)})
@@ -343,7 +343,7 @@ def test_a_rules_channel_and_fields_are_recorded_in_words(staff_client, org):
     staff_client.post("/settings/prices/", {"model": "gpt-4o", **PRICE})
     price = entries(org, Action.PRICE_CHANGED)[0]
     assert price.summary == "Created: yes."
-    from dashboard.models import Price
+    from dashboard.org.models import Price
 
     staff_client.post(
         "/settings/prices/",

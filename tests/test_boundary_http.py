@@ -16,7 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from dashboard.asgi import application
-from rtvi_monitor.models import Event, Session
+from rtvi_monitor.sessions.models import Event, Session
 from tests.server import DaphneServer
 from tests.sockets import bot_socket, receive
 

@@ -3,7 +3,8 @@
 import pytest
 from django.core.management import call_command
 
-from dashboard.models import Agent, ApiKey, Membership, Organization
+from dashboard.agents.models import Agent
+from dashboard.org.models import ApiKey, Membership, Organization
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Erase and retention reach every copy of a caller's words: one list of places (rtvi_monitor/contents.py).
+"""Erase and retention reach every copy of a caller's words: one list of places (rtvi_monitor/privacy/contents.py).
 
 Every model that can hold text is in an entry of the list or says why it holds no words; erasing a
 session, erasing a caller and retention's purge all walk the list; and, through the real code in a
@@ -19,10 +19,10 @@ from django.apps import apps
 from django.core.cache import cache
 from django.db import models
 
-from dashboard.platform_join import session_cache_keys
-from rtvi_monitor import contents, retention
-from rtvi_monitor.models import Session, SessionCaller, caller_key
-from rtvi_monitor.sessions import _session_summary, erase_caller, erase_session, summary_cache_key
+from rtvi_monitor.privacy import contents, retention
+from rtvi_monitor.sessions.models import Session, SessionCaller, caller_key
+from rtvi_monitor.sessions.platform_join import session_cache_keys
+from rtvi_monitor.sessions.queries import _session_summary, erase_caller, erase_session, summary_cache_key
 from tests.conftest import DATABASE_URL, reachable, skip_or_fail
 from tests.platform_samples import WARM_COMPLETED_SESSION, fake_pipecat_cloud, make_logs
 from tests.session_samples import make_session

@@ -1,4 +1,4 @@
-"""dashboard/daphne_tuning.py's one-step reading and writing of whole small frames, against autobahn's own.
+"""dashboard/server/daphne_tuning.py's one-step reading and writing of whole small frames, against autobahn's own.
 
 Two real autobahn server protocols (the twisted adapter daphne's protocol is
 built on), one reading and writing with autobahn's processData and
@@ -31,7 +31,7 @@ def natives():
     """autobahn's own processData and sendMessage (install() may have replaced them in this process)."""
     from autobahn.websocket.protocol import WebSocketProtocol
 
-    from dashboard import daphne_tuning
+    from dashboard.server import daphne_tuning
 
     return (
         daphne_tuning._native_process_data or WebSocketProtocol.processData,
@@ -48,7 +48,7 @@ def protocols(monkeypatch):
     from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
     from twisted.internet.testing import StringTransport
 
-    from dashboard import daphne_tuning
+    from dashboard.server import daphne_tuning
 
     process_data, send_message = natives()
     monkeypatch.setattr(daphne_tuning, "_native_process_data", process_data)  # what install() keeps
@@ -196,7 +196,7 @@ def test_a_send_with_arguments_autobahn_refuses_is_refused(protocols, arguments)
 
 def test_whole_small_frames_are_read_in_one_step(protocols):
     """The control: the common frame does take the new path (autobahn's is not called for it)."""
-    from dashboard import daphne_tuning
+    from dashboard.server import daphne_tuning
 
     (_, _), (tuned, _) = protocols()
     calls = []

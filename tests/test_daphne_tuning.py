@@ -1,4 +1,4 @@
-"""dashboard/daphne_tuning.py: daphne's connections send at once when nothing is queued and lose nothing;
+"""dashboard/server/daphne_tuning.py: daphne's connections send at once when nothing is queued and lose nothing;
 small frames unmask as autobahn unmasks them.
 
 Each case runs tests/daphne_tuning_run.py (a real twisted reactor on asyncio,
@@ -87,7 +87,7 @@ def test_small_writes_on_an_idle_connection_go_at_once_only_with_daphne_tuning()
 
 def test_install_is_idempotent_and_reported():
     code = (
-        "from dashboard import daphne_tuning as t; from twisted.internet import tcp; "
+        "from dashboard.server import daphne_tuning as t; from twisted.internet import tcp; "
         "from autobahn.websocket import protocol as p; "
         "original = tcp.Connection.write; assert not t.installed(); t.install(); t.install(); "
         "assert t.installed() and tcp.Connection.write is t._write and t._queued_write is original; "
@@ -111,7 +111,7 @@ def test_small_frames_unmask_as_autobahn_does(mask, payload, cuts):
     the same bytes and pointer as autobahn's native masker."""
     from autobahn.websocket.xormasker import create_xor_masker
 
-    from dashboard.daphne_tuning import SMALL_FRAME, _SmallMasker
+    from dashboard.server.daphne_tuning import SMALL_FRAME, _SmallMasker
 
     assert len(payload) < SMALL_FRAME
     ours, theirs = _SmallMasker(mask), create_xor_masker(mask, len(payload))
@@ -135,7 +135,7 @@ def test_an_event_nobody_listens_to_fires_as_a_fired_deferred_would(monkeypatch)
     txaio.use_twisted()
     from autobahn.util import ObservableMixin
 
-    from dashboard import daphne_tuning
+    from dashboard.server import daphne_tuning
 
     class Protocol(ObservableMixin):
         def __init__(self):

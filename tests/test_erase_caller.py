@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from dashboard.models import ApiKey, AuditEntry, Role
-from rtvi_monitor.models import Event, Session, SessionCaller
+from dashboard.org.models import ApiKey, AuditEntry, Role
+from rtvi_monitor.sessions.models import Event, Session, SessionCaller
 from tests.conftest import make_member
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 from tests.test_session_ends import ended
@@ -44,7 +44,7 @@ def bearer(key):
 
 
 async def test_a_callers_sessions_are_found_and_erased_by_the_id_the_bot_reported(ingest_token, org, other_org):
-    from rtvi_monitor.models import IngestToken
+    from rtvi_monitor.live.models import IngestToken
 
     await call(ingest_token, "first", PHONE)
     await call(ingest_token, "second", PHONE)

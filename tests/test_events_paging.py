@@ -8,7 +8,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from rtvi_monitor.models import Event, Session
+from rtvi_monitor.sessions.models import Event, Session
 from tests.session_samples import CONVERSATION, make_session
 from tests.sockets import rtvi
 

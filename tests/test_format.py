@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.template import Context, Template, TemplateSyntaxError
 
-from dashboard.display import peer_text, short_id
 from dashboard.templatetags.dashboard_format import duration
+from dashboard.web.display import peer_text, short_id
 from tests.conftest import skip_or_fail
 
 STATIC_JS = Path(__file__).resolve().parent.parent / "static" / "js"
@@ -232,7 +232,7 @@ def test_the_filters_keep_the_whole_id_on_hover_and_the_words_escaped():
 
 
 def test_thresholds_read_in_their_conditions_unit():
-    from rtvi_monitor.models import AlertRule
+    from rtvi_monitor.alerts.models import AlertRule
 
     latency = AlertRule(condition=AlertRule.Condition.TURN_LATENCY_P95, threshold=1500)
     rate = AlertRule(condition=AlertRule.Condition.ERROR_RATE, threshold=12.5)

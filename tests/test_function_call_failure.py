@@ -2,9 +2,9 @@
 
 import pytest
 
-from rtvi_monitor.protocol import validate
-from rtvi_monitor.reducer.calls import call_failure
-from rtvi_monitor.state import Event, replay
+from rtvi_monitor.core.protocol import validate
+from rtvi_monitor.core.reducer.calls import call_failure
+from rtvi_monitor.core.state import Event, replay
 from tests.rtvi_samples import m
 
 T0 = 1_750_000_000.0

@@ -7,7 +7,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from rtvi_monitor.models import Event, IngestToken, Session
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Event, Session
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -17,7 +18,7 @@ TRANSCRIPT = rtvi("user-transcription", {"text": "hello", "final": True, "timest
 
 def with_pseudonym(message: dict, organization) -> dict:
     """The message as stored: its user_id is the caller's pseudonym, the same for the same caller."""
-    from rtvi_monitor.models import caller_keys
+    from rtvi_monitor.sessions.models import caller_keys
 
     pseudonym = "caller:" + caller_keys(organization.pk, message["data"]["user_id"])[0][:12]
     return {**message, "data": {**message["data"], "user_id": pseudonym}}

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dashboard.models import ApiKey, Organization
-from rtvi_monitor.models import IngestToken
+from dashboard.org.models import ApiKey, Organization
+from rtvi_monitor.live.models import IngestToken
 
 pytestmark = pytest.mark.django_db
 

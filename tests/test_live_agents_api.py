@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from dashboard.agents import fetch_agents, get_agents
-from dashboard.models import Organization
-from dashboard.upstream import AgentsAPIError
+from dashboard.agents.service import fetch_agents, get_agents
+from dashboard.agents.upstream import AgentsAPIError
+from dashboard.org.models import Organization
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
 from dashboard.asgi import application
-from dashboard.models import ApiKey, AuditEntry
+from dashboard.org.models import ApiKey, AuditEntry
 from rtvi_monitor.live import control
-from rtvi_monitor.models import Event, Session
+from rtvi_monitor.sessions.models import Event, Session
 from tests.conftest import make_member
 from tests.sockets import receive, rtvi, send, wrap
 

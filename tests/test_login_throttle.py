@@ -3,7 +3,7 @@
 import pytest
 from django.core.cache import cache
 
-from dashboard.models import AuditEntry
+from dashboard.org.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery"

@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.models import ApiKey
+from dashboard.org.models import ApiKey
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -72,7 +72,7 @@ async def test_another_organization_sees_none_of_it(ingest_token, other_org, asy
 
 async def test_agent_series_carry_the_agents_name_beside_its_id(ingest_token, api_key, org, other_org, async_client):
     """`agent` stays the id (stable across renames); `agent_name` is what a person reads, one per agent."""
-    from dashboard.models import Agent
+    from dashboard.agents.models import Agent
 
     agent = await sync_to_async(Agent.objects.create)(organization=org, name="support-desk")
     bot = bot_socket("named", ingest_token, agent=str(agent.pk))
@@ -105,7 +105,7 @@ async def test_agent_series_carry_the_agents_name_beside_its_id(ingest_token, ap
 
 async def test_an_agents_api_agent_is_named_by_its_sessions(ingest_token, api_key, org, async_client):
     """An agent of the agents API (no built-in row): named as its newest session was."""
-    from rtvi_monitor.models import Session
+    from rtvi_monitor.sessions.models import Session
 
     await sync_to_async(Session.objects.create)(
         organization=org, session_id="cloud-1", agent_key="agent-7f3a", agent_name="billing-bot", status="ended"

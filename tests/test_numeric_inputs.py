@@ -1,13 +1,13 @@
 """Every number a request carries is bounded before it is converted: a clear 400 that names it, never a 500.
 
-The audio's Range and X-Audio-* headers are tests/test_audio.py's; query parameters are dashboard.http.Query's
+The audio's Range and X-Audio-* headers are tests/test_audio.py's; query parameters are dashboard.web.http.Query's
 (tests/test_query_params.py).
 """
 
 import pytest
 from django.contrib.messages import get_messages
 
-from dashboard.models import ApiKey, AuditEntry
+from dashboard.org.models import ApiKey, AuditEntry
 from tests.test_alert_workflow import firing  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db

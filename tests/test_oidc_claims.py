@@ -7,8 +7,8 @@ backend's own code, for the cases a provider's administrator configures.
 import pytest
 from django.test import override_settings
 
-from dashboard.models import AuditEntry, Membership, Organization, Role
-from dashboard.oidc import OrganizationBackend, claimed_organizations
+from dashboard.access.oidc import OrganizationBackend, claimed_organizations
+from dashboard.org.models import AuditEntry, Membership, Organization, Role
 from tests.conftest import make_member
 
 CLAIMS = {"OIDC_ORGANIZATION_CLAIM": "org", "OIDC_ROLE_CLAIM": "role", "OIDC_DEFAULT_ROLE": "viewer"}

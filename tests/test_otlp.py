@@ -5,7 +5,8 @@ import gzip
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from rtvi_monitor.models import IngestToken, Session, Span
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Session, Span
 from tests.otlp_samples import attr, conversation, otlp_json, span
 
 pytestmark = pytest.mark.django_db

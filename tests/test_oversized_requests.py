@@ -19,9 +19,11 @@ from django.http import HttpResponse
 from django.test import Client, RequestFactory
 from django.urls import URLResolver, get_resolver
 
-from dashboard.middleware import RequestLimitsMiddleware
-from dashboard.models import ApiKey, Organization
-from rtvi_monitor.models import AlertRule, IngestToken, Span
+from dashboard.org.models import ApiKey, Organization
+from dashboard.web.middleware import RequestLimitsMiddleware
+from rtvi_monitor.alerts.models import AlertRule
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Span
 from tests.otlp_samples import conversation
 
 pytestmark = pytest.mark.django_db

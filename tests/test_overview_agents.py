@@ -8,8 +8,9 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from dashboard.models import Membership, Organization
-from rtvi_monitor.models import AlertRule, Session
+from dashboard.org.models import Membership, Organization
+from rtvi_monitor.alerts.models import AlertRule
+from rtvi_monitor.sessions.models import Session
 from tests.agents_samples import AGENT, BASE, KEY, URL
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ For real Pipecat-shaped sessions, split at every message: the first k fold
 into a SessionState whose to_dict() and bases() are the page's snapshot; the
 rest come in batches, each with the patch take_changes() made. Applying the
 patches to the snapshot, with static/js/model.js (in node) and with
-rtvi_monitor.patches.apply_changes, must give exactly the reducer's final
+rtvi_monitor.core.patches.apply_changes, must give exactly the reducer's final
 to_dict(): the page renders the server's state and derives nothing.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rtvi_monitor.patches import apply_changes
-from rtvi_monitor.protocol import validate
-from rtvi_monitor.reducer import limits as state_module
-from rtvi_monitor.state import Event, SessionState
+from rtvi_monitor.core.patches import apply_changes
+from rtvi_monitor.core.protocol import validate
+from rtvi_monitor.core.reducer import limits as state_module
+from rtvi_monitor.core.state import Event, SessionState
 from tests.conftest import skip_or_fail
 from tests.rtvi_samples import barge_in_turn, chat_turn, legacy_v1_turn, pipecat_conversation_pairs
 

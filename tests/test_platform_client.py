@@ -1,4 +1,4 @@
-"""dashboard/pipecat_cloud.py against a faked Pipecat Cloud (pytest-httpx): shapes, parameters, errors, cache."""
+"""dashboard/agents/pipecat_cloud.py against a faked Pipecat Cloud (pytest-httpx): shapes, parameters, errors, cache."""
 
 import asyncio
 import json
@@ -10,10 +10,10 @@ import httpx
 import pytest
 from django.core.cache import cache
 
-from dashboard import pipecat_cloud
-from dashboard.models import Organization
-from dashboard.pipecat_cloud import completion_status_failed, log_level, parse_timestamp
-from dashboard.upstream import AgentsAPIError
+from dashboard.agents import pipecat_cloud
+from dashboard.agents.pipecat_cloud import completion_status_failed, log_level, parse_timestamp
+from dashboard.agents.upstream import AgentsAPIError
+from dashboard.org.models import Organization
 from tests.agents_samples import BASE, KEY, Trickle, background_fetches
 from tests.platform_samples import (
     ACTIVE_SESSION,

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from rtvi_monitor.models import Event, Session
+from rtvi_monitor.sessions.models import Event, Session
 from tests.agents_samples import AGENT, BASE, KEY, URL, background_fetches
 from tests.platform_samples import (
     ACTIVE_SESSION,

@@ -1,4 +1,4 @@
-"""rtvi_monitor.protocol: the catalog and validation, on messages as real bots send them."""
+"""rtvi_monitor.core.protocol: the catalog and validation, on messages as real bots send them."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtvi_monitor.protocol import (
+from rtvi_monitor.core.protocol import (
     CATALOG,
     LABEL,
     MAX_RAW,

@@ -1,4 +1,4 @@
-"""rtvi_monitor.state: the session state folded from messages, incrementally and deterministically."""
+"""rtvi_monitor.core.state: the session state folded from messages, incrementally and deterministically."""
 
 import itertools
 import json
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtvi_monitor.protocol import validate
-from rtvi_monitor.reducer import limits as state_module
-from rtvi_monitor.state import Event, SessionState, replay
+from rtvi_monitor.core.protocol import validate
+from rtvi_monitor.core.reducer import limits as state_module
+from rtvi_monitor.core.state import Event, SessionState, replay
 from tests.rtvi_samples import (
     SCRIPT,
     VALID,

@@ -1,4 +1,4 @@
-"""Every kind of query parameter (dashboard/http.py, Query), good and bad, through the real URLconf.
+"""Every kind of query parameter (dashboard/web/http.py, Query), good and bad, through the real URLconf.
 
 The dashboard's own endpoints read a query as a form sends it (an empty value is absent, free text
 without the spaces around it); /v1 reads it as Pipecat Cloud does (as sent: an empty number, choice,
@@ -8,10 +8,11 @@ time or yes-or-no is a bad value). Either way a bad parameter is a 400 whose err
 
 import pytest
 
-from dashboard.agent_page import CHOICES
-from dashboard.pipecat_cloud import SESSION_STATUSES, START_TYPES
-from rtvi_monitor.models import Session, SessionAudio
-from rtvi_monitor.sessions import FILTER_CHOICES
+from dashboard.agents.page import CHOICES
+from dashboard.agents.pipecat_cloud import SESSION_STATUSES, START_TYPES
+from rtvi_monitor.audio.models import SessionAudio
+from rtvi_monitor.sessions.models import Session
+from rtvi_monitor.sessions.queries import FILTER_CHOICES
 from tests.conftest import make_agent
 from tests.session_samples import make_session
 

@@ -1,6 +1,6 @@
 """Redaction before storage: what a caller says of their card, phone, e-mail, IBAN or SSN never reaches the database.
 
-The detectors (rtvi_monitor/redaction.py) on their own, with properties proved
+The detectors (rtvi_monitor/core/redaction.py) on their own, with properties proved
 by Hypothesis; then through the real router: a bot's messages as stored, as
 the API and its export give them, as a watching page receives them, and as
 the session's state counts them; an organization's own patterns apply to its
@@ -16,9 +16,10 @@ from django.core.exceptions import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard.models import ApiKey
-from rtvi_monitor.models import Event, IngestToken, RedactionRule
-from rtvi_monitor.redaction import DEFAULT, Redactor, compile_rule, iban_valid, luhn
+from dashboard.org.models import ApiKey
+from rtvi_monitor.core.redaction import DEFAULT, Redactor, compile_rule, iban_valid, luhn
+from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.sessions.models import Event, RedactionRule
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 
@@ -310,7 +311,7 @@ def test_trace_span_attributes_are_redacted_before_they_are_stored(client, org):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-    from rtvi_monitor.models import Span
+    from rtvi_monitor.sessions.models import Span
     from tests.otlp_samples import span
 
     RedactionRule.objects.create(organization=org, name="member-id", pattern=r"M-\d{6}")
@@ -348,7 +349,7 @@ def test_a_spans_name_keys_numbers_and_service_are_redacted_too(client, org):
     from opentelemetry.proto.resource.v1.resource_pb2 import Resource
     from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-    from rtvi_monitor.models import Span
+    from rtvi_monitor.sessions.models import Span
     from tests.otlp_samples import span
 
     _, token = IngestToken.issue(org, "bot")

@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rtvi_monitor.core.redaction import DEFAULT, NONE
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live.relay import batch_message
 from rtvi_monitor.live.session import LiveSession
-from rtvi_monitor.redaction import DEFAULT, NONE
-from rtvi_monitor.state import SessionState
 
 
 class Replier:
@@ -73,7 +73,7 @@ anything = st.recursive(
 def test_compact_json_is_strict_and_means_what_json_would_write(value):
     """orjson writes the live path's frames; what it cannot write (an integer past 64 bits, a key that is not a
     string) goes through json. Either way the text is strict JSON, and parses to what strict_dumps' would."""
-    from dashboard.http import compact_dumps, strict_dumps
+    from dashboard.web.http import compact_dumps, strict_dumps
 
     text = compact_dumps(value)
     assert json.loads(text, parse_constant=_no_constants) == json.loads(strict_dumps(value))
@@ -93,9 +93,9 @@ def test_the_stored_form_is_strict_json_of_the_message_or_an_invalid_record(mess
     """orjson writes what is stored of a message (events.stored_form), json what it refuses: either way strict JSON
     that parses to the message itself; a message holding NaN or infinity (a number too big for a float) is
     stored as an invalid record saying so, as before."""
-    from dashboard.http import all_finite
-    from rtvi_monitor.events import stored_form
-    from rtvi_monitor.protocol import Validated
+    from dashboard.web.http import all_finite
+    from rtvi_monitor.core.protocol import Validated
+    from rtvi_monitor.sessions.events import stored_form
 
     checked, text = stored_form(Validated(message, "x", True, False, "", ""))
     if all_finite(message):
@@ -108,7 +108,7 @@ def test_the_stored_form_is_strict_json_of_the_message_or_an_invalid_record(mess
 
 def _json_parse(text: str):
     """What protocol.parse gave before orjson: json's strict decode, or the NotJSON message it raised."""
-    from rtvi_monitor import protocol
+    from rtvi_monitor.core import protocol
 
     try:
         return "value", protocol._DECODER.decode(text)
@@ -121,7 +121,7 @@ def _json_parse(text: str):
 
 
 def _parse(text: str):
-    from rtvi_monitor import protocol
+    from rtvi_monitor.core import protocol
 
     try:
         return "value", protocol.parse(text, max_depth=None)
@@ -173,7 +173,7 @@ def test_parsing_gives_what_json_gives(text, tail):
 @given(anything)
 def test_a_frame_called_shallow_holds_nothing_nested_too_deep(value):
     """Admission.shallow lets a frame's messages skip the depth walk: only when no message can be too deep."""
-    from rtvi_monitor.protocol import MAX_DEPTH, _depth_over, shallow
+    from rtvi_monitor.core.protocol import MAX_DEPTH, _depth_over, shallow
 
     for text in (json.dumps(value), json.dumps(value).encode()):
         if shallow(text):

@@ -11,10 +11,11 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from dashboard.models import AuditEntry, Membership
-from rtvi_monitor import retention
-from rtvi_monitor.alerts import acquire
-from rtvi_monitor.models import Alert, AlertRule, Event, Session, Span
+from dashboard.org.models import AuditEntry, Membership
+from rtvi_monitor.alerts.models import Alert, AlertRule
+from rtvi_monitor.alerts.rules import acquire
+from rtvi_monitor.privacy import retention
+from rtvi_monitor.sessions.models import Event, Session, Span
 from tests.session_samples import make_session
 
 Action = AuditEntry.Action
@@ -36,7 +37,7 @@ def ended(org, session_id, days_ago, **fields):
 
 @pytest.mark.django_db
 def test_an_agents_own_days_replace_the_organizations_for_its_calls(org):
-    from dashboard.models import AgentRetention
+    from dashboard.org.models import AgentRetention
 
     org.keep_messages_days = 30
     org.save()

@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import ApiKey, AuditEntry, Membership, Role
-from rtvi_monitor.models import Event, Session
+from dashboard.org.models import ApiKey, AuditEntry, Membership, Role
+from rtvi_monitor.sessions.models import Event, Session
 from tests.conftest import make_member
 from tests.sockets import browser_socket
 from tests.test_platform_pages import cloud  # noqa: F401  (the Pipecat Cloud stand-in fixture)
@@ -124,7 +124,7 @@ def test_an_operator_is_not_an_admin(operator_client):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_viewers_session_socket_is_refused_an_operators_opens(org, live_settings):
-    from rtvi_monitor.consumers import CLOSE_FORBIDDEN
+    from rtvi_monitor.live.consumers import CLOSE_FORBIDDEN
 
     await sync_to_async(make_call)(org, "live-1", Session.Status.LIVE)
 
@@ -274,7 +274,8 @@ def test_an_invitation_makes_a_member_once(staff_client, org):
 
 
 def test_rows_pages_save_audit_and_validate(staff_client, org):
-    from rtvi_monitor.models import AlertRule, RedactionRule
+    from rtvi_monitor.alerts.models import AlertRule
+    from rtvi_monitor.sessions.models import RedactionRule
 
     bad = staff_client.post("/settings/redaction/", {"name": "member-id", "pattern": "(unclosed", "enabled": "on"})
     assert bad.status_code == 400 and not RedactionRule.objects.exists()
@@ -350,7 +351,7 @@ def test_a_viewer_sees_an_errors_kind_not_what_it_quotes(viewer_client, operator
 
 
 def test_a_viewer_sees_an_alerts_figures_not_the_error_it_quotes(viewer_client, operator_client, org):
-    from rtvi_monitor.models import Alert, AlertRule
+    from rtvi_monitor.alerts.models import Alert, AlertRule
 
     rule = AlertRule.objects.create(
         organization=org,
@@ -388,7 +389,7 @@ def test_v1_agents_takes_a_key_with_read(client, org):
 
 @pytest.mark.django_db(transaction=True)
 async def test_open_sockets_stop_when_a_member_is_demoted_removed_or_signs_out(org, live_settings, settings):
-    from rtvi_monitor.consumers import CLOSE_FORBIDDEN
+    from rtvi_monitor.live.consumers import CLOSE_FORBIDDEN
 
     settings.BROWSER_ACCESS_CHECK = 0.1
     await sync_to_async(make_call)(org, "live-1", Session.Status.LIVE)

@@ -1,4 +1,4 @@
-"""A frame a consumer sends to a socket already closing is dropped, not raised (rtvi_monitor/consumers.py).
+"""A frame a consumer sends to a socket already closing is dropped, not raised (rtvi_monitor/live/consumers.py).
 
 daphne's autobahn raises `Disconnected` ("Attempt to send on a closed protocol") when a socket is
 closing but its disconnect has not reached the consumer yet: a browser that left while its
@@ -12,7 +12,7 @@ import asyncio
 from autobahn.exception import Disconnected
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from rtvi_monitor.consumers import LeanDispatchMixin
+from rtvi_monitor.live.consumers import LeanDispatchMixin
 
 
 class Snapshotting(LeanDispatchMixin, AsyncWebsocketConsumer):

@@ -1,12 +1,12 @@
-"""rtvi_monitor.services.service_kind: which kind of service a Pipecat processor's name says, and no guessing;
+"""rtvi_monitor.core.services.service_kind: which kind of service a Pipecat processor's name says, and no guessing;
 and the two places that ask it, a turn's time to first byte (state) and `rtvi_ttfb_seconds` (GET /metrics)."""
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rtvi_monitor.protocol import validate
-from rtvi_monitor.services import service_kind
-from rtvi_monitor.state import Event, replay
+from rtvi_monitor.core.protocol import validate
+from rtvi_monitor.core.services import service_kind
+from rtvi_monitor.core.state import Event, replay
 from tests.rtvi_samples import m
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 

@@ -13,11 +13,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from rtvi_monitor import alerts
+from rtvi_monitor.alerts import rules as alerts
+from rtvi_monitor.alerts.models import AlertRule
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live import lifecycle
 from rtvi_monitor.live.registry import registry
-from rtvi_monitor.models import AlertRule, EndKind, Session
-from rtvi_monitor.state import SessionState
+from rtvi_monitor.sessions.models import EndKind, Session
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")

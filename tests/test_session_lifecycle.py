@@ -8,8 +8,9 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live.models import ServerProcess
 from rtvi_monitor.live.registry import LiveSession, registry
-from rtvi_monitor.models import ServerProcess, Session
+from rtvi_monitor.sessions.models import Session
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")

@@ -3,7 +3,7 @@
 import pytest
 from django.utils import timezone
 
-from rtvi_monitor.models import Session
+from rtvi_monitor.sessions.models import Session
 from tests.session_samples import make_session
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from dashboard.models import Membership
+from dashboard.org.models import Membership
 from rtvi_monitor.live import relay
-from rtvi_monitor.models import Session
+from rtvi_monitor.sessions.models import Session
 from tests.sockets import Page, bot_socket, browser_socket, follow, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -64,7 +64,7 @@ async def test_a_browser_without_origin_is_refused(ingest_token, staff_cookie):
 
 
 async def test_a_browser_never_sees_another_organizations_session(other_org, staff_cookie):
-    from rtvi_monitor.models import IngestToken
+    from rtvi_monitor.live.models import IngestToken
 
     foreign_token = (await sync_to_async(IngestToken.issue)(other_org))[1]
     bot = await start_bot(foreign_token, "globex-call", count=3)
@@ -184,7 +184,7 @@ async def test_relays_reach_a_browser_in_the_order_they_were_stored(ingest_token
     The earlier flush's ack or relay waits (a slow socket, Redis) while the later one stores
     and folds: each relay still carries its own flush's patch and events, in order.
     """
-    from rtvi_monitor.consumers import IngestConsumer
+    from rtvi_monitor.live.consumers import IngestConsumer
     from rtvi_monitor.live.relay import fanout
 
     bot = await start_bot(ingest_token)
@@ -360,7 +360,7 @@ async def test_the_session_list_socket_lists_live_sessions_on_connect(ingest_tok
 
 
 async def test_the_session_list_socket_shows_only_the_users_organization(other_org, staff_cookie):
-    from rtvi_monitor.models import IngestToken
+    from rtvi_monitor.live.models import IngestToken
 
     foreign_token = (await sync_to_async(IngestToken.issue)(other_org))[1]
     watcher, _, _ = await open_browser("/ws/sessions/", staff_cookie)
@@ -382,9 +382,9 @@ async def test_a_staff_user_without_organization_is_refused(ingest_token, django
 
 async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_token, staff_cookie, monkeypatch):
     """No disconnect follows a connect that raised: the consumer leaves the fan-out itself."""
-    from rtvi_monitor import metrics
     from rtvi_monitor.live.relay import fanout
     from rtvi_monitor.live.snapshots import SessionFeed
+    from rtvi_monitor.sessions import metrics
 
     bot = await start_bot(ingest_token)
 
@@ -402,7 +402,7 @@ async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_to
         await browser.connect()
         await browser.receive_from(timeout=1)
     from rtvi_monitor.live.relay import session_group
-    from rtvi_monitor.models import Session
+    from rtvi_monitor.sessions.models import Session
 
     # This session's group (another test's browser may still be on its way out of its own).
     watched = session_group((await sync_to_async(Session.objects.get)(session_id="s1")).pk)
@@ -413,7 +413,7 @@ async def test_a_browser_whose_snapshot_fails_is_not_kept_as_a_watcher(ingest_to
 
 async def test_the_session_list_misses_nothing_that_happens_while_it_loads(ingest_token, staff_cookie, monkeypatch):
     """A session that starts while a list page loads its rows comes right after the list."""
-    from rtvi_monitor import consumers
+    from rtvi_monitor.live import consumers
 
     real_rows = consumers._live_rows
     started = []

@@ -4,7 +4,7 @@ A value holding neither is returned as it is, which orjson finds; the result is 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtvi_monitor.models import _storable_walk, storable_json
+from rtvi_monitor.sessions.models import _storable_walk, storable_json
 
 texts = st.text() | st.sampled_from(["\x00", "a\x00b", "\ud800", "\\u0000", "é\u2028"])
 values = st.recursive(

@@ -5,7 +5,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
 from rtvi_monitor.live import session, writer
-from rtvi_monitor.models import Event
+from rtvi_monitor.sessions.models import Event
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import connect as ws_connect
 
+from rtvi_monitor.core.redaction import DEFAULT, HOLD_CHARS, Joined
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live.joining import CLOSES
 from rtvi_monitor.live.session import LiveSession
-from rtvi_monitor.models import Event
-from rtvi_monitor.redaction import DEFAULT, HOLD_CHARS, Joined
-from rtvi_monitor.state import SessionState
+from rtvi_monitor.sessions.models import Event
 from tests.server import DaphneServer
 from tests.sockets import bot_socket, browser_socket, receive, rtvi, send, wrap
 
@@ -278,7 +278,7 @@ def test_the_sqlite_files_hold_no_group_of_a_streamed_card(tmp_path):
 def test_an_organizations_pattern_never_takes_a_messages_shape_apart():
     """`(a+)+$` matches the end of "data": keys are read by the built-in detectors alone, so the message keeps
     its shape (and a streamed piece its text field) while the values are still the pattern's."""
-    from rtvi_monitor.redaction import Redactor, compile_rule
+    from rtvi_monitor.core.redaction import Redactor, compile_rule
 
     hostile = Redactor([compile_rule("slow", "(a+)+$")])
     counts: dict = {}

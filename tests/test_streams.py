@@ -31,8 +31,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from rtvi_monitor.events import replay
-from rtvi_monitor.redaction import luhn
+from rtvi_monitor.core.redaction import luhn
+from rtvi_monitor.sessions.events import replay
 from tests.conftest import DATABASE_URL, reachable, skip_or_fail
 from tests.rtvi_samples import CALLER_PSEUDONYM, as_stored
 from tests.server import DaphneServer

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.live.writer import SUMMARIES_PER_FLUSH, Writer
-from rtvi_monitor.state import SessionState
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from rtvi_monitor.models import IngestToken
+from rtvi_monitor.live.models import IngestToken
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -56,7 +56,7 @@ async def test_another_tokens_sockets_stay_open(org, ingest_token, settings):
 
 
 async def test_one_query_a_round_checks_every_token_in_use(org, ingest_token, settings, monkeypatch):
-    from rtvi_monitor import consumers
+    from rtvi_monitor.live import consumers
 
     settings.BROWSER_ACCESS_CHECK = 0.1
     asked = []
@@ -78,11 +78,11 @@ async def test_one_query_a_round_checks_every_token_in_use(org, ingest_token, se
 def test_a_private_api_keys_stream_ends_when_the_key_is_revoked(org, api_key, settings, monkeypatch):
     from django.test import Client
 
-    from dashboard.models import ApiKey
+    from dashboard.org.models import ApiKey
     from tests.session_samples import make_session
 
     settings.BROWSER_ACCESS_CHECK = 0  # read the key again before every chunk
-    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    monkeypatch.setattr("rtvi_monitor.sessions.api.CHUNK", 5)
     make_session(org)
     response = Client().get("/api/sessions/call-1/events.ndjson", HTTP_AUTHORIZATION=f"Bearer {api_key}")
     chunks = iter(response.streaming_content)
@@ -96,11 +96,11 @@ def test_a_private_api_keys_stream_ends_when_the_key_is_revoked(org, api_key, se
 def test_a_private_api_keys_stream_ends_when_the_key_expires(org, api_key, settings, monkeypatch):
     from django.test import Client
 
-    from dashboard.models import ApiKey
+    from dashboard.org.models import ApiKey
     from tests.session_samples import make_session
 
     settings.BROWSER_ACCESS_CHECK = 0
-    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    monkeypatch.setattr("rtvi_monitor.sessions.api.CHUNK", 5)
     make_session(org)
     response = Client().get("/api/sessions/call-1/events.ndjson", HTTP_AUTHORIZATION=f"Bearer {api_key}")
     chunks = iter(response.streaming_content)
@@ -117,7 +117,7 @@ def test_a_valid_keys_stream_is_whole(org, api_key, settings, monkeypatch):
     from tests.session_samples import make_session
 
     settings.BROWSER_ACCESS_CHECK = 0
-    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    monkeypatch.setattr("rtvi_monitor.sessions.api.CHUNK", 5)
     make_session(org)
     response = Client().get("/api/sessions/call-1/events.ndjson", HTTP_AUTHORIZATION=f"Bearer {api_key}")
     lines = b"".join(response.streaming_content).decode().splitlines()
@@ -125,7 +125,7 @@ def test_a_valid_keys_stream_is_whole(org, api_key, settings, monkeypatch):
 
 
 async def test_an_async_stream_a_key_holds_ends_at_the_first_chunk_after_it_is_revoked(settings):
-    from dashboard.http import awhile_key_valid
+    from dashboard.web.http import awhile_key_valid
 
     settings.BROWSER_ACCESS_CHECK = 0
     valid = [True]
@@ -156,7 +156,7 @@ def _members_export(org, settings, monkeypatch, role="operator"):
     from tests.session_samples import make_session
 
     settings.BROWSER_ACCESS_CHECK = 0  # ask the access policy again before every chunk
-    monkeypatch.setattr("rtvi_monitor.api.CHUNK", 5)
+    monkeypatch.setattr("rtvi_monitor.sessions.api.CHUNK", 5)
     make_session(org)
     client = Client()
     user = make_member(org, "exporter", role)
@@ -169,7 +169,7 @@ def _members_export(org, settings, monkeypatch, role="operator"):
 
 @pytest.mark.parametrize("lost", ["removed", "demoted", "signed out"])
 def test_a_members_stream_ends_when_they_lose_access(org, settings, monkeypatch, lost):
-    from dashboard.models import Membership, Role
+    from dashboard.org.models import Membership, Role
 
     client, user, chunks = _members_export(org, settings, monkeypatch)
     if lost == "removed":
@@ -185,7 +185,7 @@ def test_a_members_stream_ends_when_they_lose_access(org, settings, monkeypatch,
 def test_a_members_stream_is_whole_while_they_may(org, settings, monkeypatch):
     import json
 
-    from dashboard.models import Membership, Role
+    from dashboard.org.models import Membership, Role
 
     _, user, chunks = _members_export(org, settings, monkeypatch)
     Membership.objects.filter(user=user).update(role=Role.ADMIN)  # raised: still allowed
@@ -196,8 +196,8 @@ def test_a_members_stream_is_whole_while_they_may(org, settings, monkeypatch):
 def test_a_members_audit_export_ends_when_they_are_no_longer_admin(org, settings, monkeypatch):
     from django.test import Client
 
-    from dashboard import audit_views
-    from dashboard.models import Membership, Role
+    from dashboard.org import audit_views
+    from dashboard.org.models import Membership, Role
     from tests.conftest import make_member
 
     settings.BROWSER_ACCESS_CHECK = 0

@@ -1,4 +1,4 @@
-"""Why a turn went wrong: rtvi_monitor/turns.py on real bots' message streams and on generated ones
+"""Why a turn went wrong: rtvi_monitor/core/diagnosis.py on real bots' message streams and on generated ones
 (hypothesis), and GET /api/sessions/<id>/turns/ through the real URLconf (roles, organizations)."""
 
 import asyncio
@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from rtvi_monitor import turns
-from rtvi_monitor.models import Event, Session, Span
-from rtvi_monitor.state import Event as StateEvent
-from rtvi_monitor.state import replay
+from rtvi_monitor.core import diagnosis as turns
+from rtvi_monitor.core.state import Event as StateEvent
+from rtvi_monitor.core.state import replay
+from rtvi_monitor.sessions.models import Event, Session, Span
 from tests import rtvi_samples as samples
 from tests.sockets import rtvi
 
@@ -763,7 +763,7 @@ def aside_of(kinds: list[str]) -> range:
 def test_the_demos_backchannel_call_shows_no_interruption_and_the_same_turns(seed):
     from rtvi_dashboard.demo import BACKCHANNELS, SCENARIOS, SCRIPTS
 
-    from rtvi_monitor.protocol import validate
+    from rtvi_monitor.core.protocol import validate
 
     assert sum(SCENARIOS.values()) == pytest.approx(1) and SCENARIOS["backchannel"] > 0
     call, sent, count = demo_call("backchannel", "order_status", seed)
@@ -937,7 +937,7 @@ def test_the_api_uses_the_sessions_spans(staff_client, org):
 
 @pytest.mark.django_db
 def test_an_operators_read_is_in_the_audit_log(operator_client, org):
-    from dashboard.models import AuditEntry
+    from dashboard.org.models import AuditEntry
 
     store(org, "call-1", BARGE_IN)
     operator_client.get("/api/sessions/call-1/turns/")
@@ -1022,13 +1022,13 @@ def test_the_agent_page_shows_rates_and_stages_overall_and_per_deployment(staff_
 def figures(org, agent, period="24h"):
     from django.utils import timezone
 
-    from rtvi_monitor.sessions import agent_turn_figures
+    from rtvi_monitor.sessions.queries import agent_turn_figures
 
     return agent_turn_figures(org, agent["id"], period, timezone.now())
 
 
 def duration(ms):
-    from dashboard.display import duration_text
+    from dashboard.web.display import duration_text
 
     return duration_text(ms)
 

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from dashboard.models import ApiKey
+from dashboard.org.models import ApiKey
 from tests.conftest import make_agent
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -55,7 +55,7 @@ def test_include_active_deployment_adds_the_deployment_record(client, agents, ap
 
 
 def test_an_agent_without_deployment_has_null_deployment(client, org, api_key):
-    from dashboard.models import Agent
+    from dashboard.agents.models import Agent
 
     Agent.objects.create(organization=org, name="fresh")
     (record,) = get(client, api_key, "?includeActiveDeployment=1").json()["services"]

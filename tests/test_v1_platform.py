@@ -2,7 +2,7 @@
 
 GET /v1/agents/<name>, .../sessions, .../sessions/<id> and .../logs, as
 https://docs.pipecat.ai/api-reference/pipecat-cloud/rest-reference shapes
-them (dashboard/builtin_api.py). GET /v1/agents itself is tests/test_v1_agents.py.
+them (dashboard/agents/builtin_api.py). GET /v1/agents itself is tests/test_v1_agents.py.
 """
 
 import asyncio
@@ -18,9 +18,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard import builtin_api
-from dashboard.models import Agent, ApiKey
-from rtvi_monitor.models import Event, Session
+from dashboard.agents import builtin_api
+from dashboard.agents.models import Agent
+from dashboard.org.models import ApiKey
+from rtvi_monitor.sessions.models import Event, Session
 from tests.conftest import make_agent
 from tests.sockets import rtvi
 
@@ -713,8 +714,8 @@ def test_ten_thousand_lines_are_read_through_the_log_index(client, bot, api_key)
 
 
 def test_the_agents_client_parses_every_answer(client, bot, api_key, call):
-    """dashboard.pipecat_cloud (what the dashboard reads from Pipecat Cloud) reads the built-in API the same way."""
-    from dashboard import pipecat_cloud
+    """dashboard.agents.pipecat_cloud (what is read from Pipecat Cloud) reads the built-in API the same way."""
+    from dashboard.agents import pipecat_cloud
 
     add_session(bot, "crashed", minutes=1, end_reason="fatal error", fatal=True)
     add_session(bot, "orphaned", minutes=2, end_reason="server restarted")
@@ -748,7 +749,7 @@ def test_the_message_a_bot_forwards_a_line_with_is_valid_rtvi():
     """rtvi_dashboard.logs sends system-log with a `level` beside its `text`: the validator takes the extra field."""
     from rtvi_dashboard.logs import system_log
 
-    from rtvi_monitor import protocol
+    from rtvi_monitor.core import protocol
 
     checked = protocol.check(system_log("Pipeline started", "WARNING"))
     assert checked.valid and checked.known and checked.type == "system-log"
@@ -773,7 +774,7 @@ async def test_a_bots_forwarded_log_lines_are_served_as_its_agents_logs(server):
     from rtvi_dashboard import DashboardClient
     from rtvi_dashboard.logs import forward_logging
 
-    from dashboard import pipecat_cloud
+    from dashboard.agents import pipecat_cloud
 
     bot_logger = logging.getLogger("e2e.bot")
     bot_logger.setLevel(logging.DEBUG)
@@ -813,7 +814,7 @@ async def test_a_bots_forwarded_log_lines_are_served_as_its_agents_logs(server):
 
 def test_a_search_reads_a_bounded_number_of_lines(client, bot, api_key, monkeypatch):
     """Past SCAN_MAX lines a search stops, and its total says it is a lower bound."""
-    from dashboard import builtin_api
+    from dashboard.agents import builtin_api
 
     monkeypatch.setattr(builtin_api, "SCAN_MAX", 50)
     session = add_session(bot, "chatty", minutes=1)

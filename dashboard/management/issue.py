@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import Organization
+from dashboard.org.models import Organization
 
 
 def find_organization(name: str, create: bool) -> tuple[Organization, bool]:

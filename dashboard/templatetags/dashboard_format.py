@@ -1,7 +1,7 @@
 """The product's formats in templates: `{{ value|duration }}` (milliseconds) or `{{ value|duration:"s" }}`,
 `{% short_id id %}`, `{{ about|peer:version }}`, and the rest below.
 
-The rules live in dashboard/display.py (pure, also used outside templates); static/js/format.js and
+The rules live in dashboard/web/display.py (pure, also used outside templates); static/js/format.js and
 state_format.js have the same ones for what the browser renders; tests/test_format.py checks both against one
 table of cases.
 """
@@ -13,7 +13,8 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dashboard import access, display
+from dashboard.access import policy as access
+from dashboard.web import display
 
 register = template.Library()
 
@@ -72,13 +73,13 @@ def threshold(rule) -> str:
 
 @register.filter
 def error_kind(text: str) -> str:
-    """An error as a viewer sees it: its kind, never its words (dashboard/access.py error_kind)."""
+    """An error as a viewer sees it: its kind, never its words (dashboard/access/policy.py error_kind)."""
     return access.error_kind(text)
 
 
 @register.filter
 def webhook_host(url: str) -> str:
-    from rtvi_monitor.models import webhook_host as host
+    from rtvi_monitor.alerts.models import webhook_host as host
 
     return host(url)
 

@@ -3,7 +3,7 @@
 Each module imports only those listed below it (and the pure core: protocol,
 state, events, redaction, models), never one above:
 
-    rtvi_monitor/consumers.py   the sockets: authenticate, move frames
+    rtvi_monitor/live/consumers.py   the sockets: authenticate, move frames
       process.py     the process's background work, started in one place
       admission.py   what one bot connection may send, and how it is answered
       snapshots.py   what a browser watching a session is sent (snapshot, then patches)

@@ -9,7 +9,7 @@
 - one immediate reply per seq of a frame, and a bot that asked for ranged acks
   (wire.ACKS_RANGES) gets its plain acks as one {"acks": [[first, last], ...]} frame.
 
-Plain Python on the connection's numbers (rtvi_monitor/consumers.py holds one per bot socket).
+Plain Python on the connection's numbers (rtvi_monitor/live/consumers.py holds one per bot socket).
 """
 
 import time
@@ -17,8 +17,8 @@ import time
 from django.conf import settings
 from rtvi_dashboard.wire import ack_ranges
 
-from dashboard.http import compact_dumps
-from rtvi_monitor import protocol
+from dashboard.web.http import compact_dumps
+from rtvi_monitor.core import protocol
 from rtvi_monitor.live.registry import registry
 
 BUSY = "The dashboard cannot store messages right now; resend later."

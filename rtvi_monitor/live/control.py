@@ -14,8 +14,8 @@ own and waits (`ask`). The holding process finds the bot's connection
 stores what the operator did as a message of the session, and replies. With
 one process and the in-memory layer it is the same path in one process.
 
-Pure message moving and bookkeeping: the consumer (rtvi_monitor/consumers.py)
-hands frames here, the API (rtvi_monitor/api.py) asks and answers.
+Pure message moving and bookkeeping: the consumer (rtvi_monitor/live/consumers.py)
+hands frames here, the API (rtvi_monitor/sessions/api.py) asks and answers.
 """
 
 import asyncio

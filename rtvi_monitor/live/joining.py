@@ -16,7 +16,7 @@ waits until:
   they are spoken and a caller's finals as they are said, a group of four
   digits about a second apart): the run is judged as it stands, and the
   stream's next pieces are still read after it;
-- HOLD_CHARS characters of run (rtvi_monitor/redaction.py).
+- HOLD_CHARS characters of run (rtvi_monitor/core/redaction.py).
 
 A held row is acked when it is stored, as every row is: an ack still means
 stored; the wait is the ack's delay, for rows whose text ends in digits only.
@@ -25,9 +25,9 @@ Plain Python: the session (live/session.py) calls it.
 
 from typing import Any
 
-from dashboard.http import compact_dumps
-from rtvi_monitor.events import Row, with_text
-from rtvi_monitor.redaction import Joined, Redactor
+from dashboard.web.http import compact_dumps
+from rtvi_monitor.core.redaction import Joined, Redactor
+from rtvi_monitor.sessions.events import Row, with_text
 
 # The messages whose data.text is one piece of a longer text, and when.
 JOINED = frozenset(

@@ -37,12 +37,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from rtvi_dashboard.wire import CLOSE_NORMAL
 
-from rtvi_monitor import audio, cost, events
-from rtvi_monitor.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
+from rtvi_monitor.audio import store as audio
 from rtvi_monitor.live import relay, writer
+from rtvi_monitor.live.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
+from rtvi_monitor.live.models import ServerProcess
 from rtvi_monitor.live.registry import SERVER_ID, registry
 from rtvi_monitor.live.session import LiveSession
-from rtvi_monitor.models import EndKind, Event, ServerProcess, Session, storable_json, summary_fields
+from rtvi_monitor.sessions import cost, events
+from rtvi_monitor.sessions.models import EndKind, Event, Session, storable_json, summary_fields
 
 logger = logging.getLogger(__name__)
 

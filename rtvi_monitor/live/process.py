@@ -30,7 +30,8 @@ def start() -> Writer:
 
 def start_server() -> None:
     """A server process starts: the live path, and the alerts and purges that run with no page or bot."""
-    from rtvi_monitor import alerts, retention
+    from rtvi_monitor.alerts import rules as alerts
+    from rtvi_monitor.privacy import retention
 
     start()
     alerts.start()

@@ -10,9 +10,9 @@ import uuid
 
 from channels.db import database_sync_to_async
 
-from rtvi_monitor.events import load_state
 from rtvi_monitor.live.session import LiveSession, held_seqs
-from rtvi_monitor.models import Session
+from rtvi_monitor.sessions.events import load_state
+from rtvi_monitor.sessions.models import Session
 
 SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs (Session.holder, ServerProcess, control's inbox)
 

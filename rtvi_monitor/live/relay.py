@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from dashboard.http import compact_dumps
-from rtvi_monitor.models import Session
+from dashboard.web.http import compact_dumps
+from rtvi_monitor.sessions.models import Session
 
 if TYPE_CHECKING:
     from rtvi_monitor.live.session import LiveSession

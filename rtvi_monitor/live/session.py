@@ -1,7 +1,7 @@
 """A session held by this process, and where each frame's seq is judged.
 
 `LiveSession.accept` judges each frame a bot sends (validated by
-rtvi_monitor/protocol.py, its seq checked against what the session holds) and
+rtvi_monitor/core/protocol.py, its seq checked against what the session holds) and
 turns it into a `Row` for the writer (live/writer.py). The state folds in only
 what is stored (`LiveSession.fold`), so it, its patches and the database always
 describe the same messages.
@@ -17,12 +17,12 @@ from typing import Any
 
 from rtvi_dashboard.wire import MAX_SEQ
 
-from rtvi_monitor import protocol
-from rtvi_monitor.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text
+from rtvi_monitor.core import protocol
+from rtvi_monitor.core.redaction import NONE, Redactor
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live.joining import Holdback, piece_of, without_text
-from rtvi_monitor.models import caller_key, storable, summary_fields
-from rtvi_monitor.redaction import NONE, Redactor
-from rtvi_monitor.state import SessionState
+from rtvi_monitor.sessions.events import Replier, Row, content_hash, redact, reply_text, stored_form, stored_text
+from rtvi_monitor.sessions.models import caller_key, storable, summary_fields
 
 SEEN_WINDOW = 100_000  # bot seqs a stream remembers what they hold
 MAX_STREAMS = 256  # streams a session remembers (a bot restart is a new one)
@@ -242,7 +242,7 @@ class LiveSession:
         under the dashboard's next seq: a (stream, seq) that holds other
         content is recorded as invalid and reported, and keeps what it held.
 
-        Before anything else sees it, `redactor` (the organization's: rtvi_monitor/redaction.py) removes
+        Before anything else sees it, `redactor` (the organization's: rtvi_monitor/core/redaction.py) removes
         what it finds from the message's texts; what is stored, compared, relayed and folded is that.
         """
         wrapped = isinstance(frame, dict) and "message" in frame and "seq" in frame

@@ -12,7 +12,7 @@ sent at once; while a snapshot is being made they wait in `held` (at most
 BROWSER_MAX_LAG of them, else a fresh snapshot follows), and go after it in
 order, those it already covers skipped (`BrowserStream.take`).
 
-The socket (rtvi_monitor/consumers.py, SessionConsumer) authenticates and
+The socket (rtvi_monitor/live/consumers.py, SessionConsumer) authenticates and
 moves frames; this is the protocol on it.
 """
 
@@ -26,10 +26,10 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from rtvi_dashboard.wire import CLOSE_STALLED
 
-from rtvi_monitor import events
 from rtvi_monitor.live.registry import registry
 from rtvi_monitor.live.relay import to_json
-from rtvi_monitor.models import Session
+from rtvi_monitor.sessions import events
+from rtvi_monitor.sessions.models import Session
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,12 @@ thread, 500 of them held up the acks of bots already connected past a second
 
 from django.db import models
 
-from rtvi_monitor import agent_link
-from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
+from rtvi_monitor.core.redaction import Redactor
+from rtvi_monitor.live.dbthread import CONNECT_THREAD, in_db_thread
+from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.live.registry import SERVER_ID
-from rtvi_monitor.models import IngestToken, RedactionRule, Session
-from rtvi_monitor.redaction import Redactor
+from rtvi_monitor.sessions import agent_link
+from rtvi_monitor.sessions.models import RedactionRule, Session
 
 
 def _find_credential(token: str) -> IngestToken | None:
@@ -34,7 +35,7 @@ def open_for_bot(organization, session_id: str, link, holder: str) -> tuple[Sess
 
     A new id starts a session; a bot back within the grace continues its
     own; a bot back after its session ended reopens it. `link` is the
-    agent the bot named (rtvi_monitor.agent_link.AgentLink) or None.
+    agent the bot named (rtvi_monitor.sessions.agent_link.AgentLink) or None.
     Returns the session and what happened: "started" (new or reopened),
     "back", or "".
     """

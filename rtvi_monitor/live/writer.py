@@ -26,10 +26,8 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from dashboard import daphne_tuning
-from rtvi_monitor import cost, metrics
-from rtvi_monitor.dbthread import in_db_thread
-from rtvi_monitor.events import Replier, Row
+from dashboard.server import daphne_tuning
+from rtvi_monitor.live.dbthread import in_db_thread
 from rtvi_monitor.live.relay import (
     batch_message,
     relay,
@@ -38,7 +36,9 @@ from rtvi_monitor.live.relay import (
     session_group,
     sessions_updated,
 )
-from rtvi_monitor.models import Event, Session, SessionCaller
+from rtvi_monitor.sessions import cost, metrics
+from rtvi_monitor.sessions.events import Replier, Row
+from rtvi_monitor.sessions.models import Event, Session, SessionCaller
 
 if TYPE_CHECKING:
     from rtvi_monitor.live.session import LiveSession

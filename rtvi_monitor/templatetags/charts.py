@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from dashboard.display import duration_text
+from dashboard.web.display import duration_text
 
 register = template.Library()
 

@@ -1,5 +1,5 @@
 // The product's formats, on every page (base.html loads this module): one time format, one
-// duration format, ids shown short. dashboard/display.py has the same duration and id rules for
+// duration format, ids shown short. dashboard/web/display.py has the same duration and id rules for
 // what the server renders; tests/test_format.py checks both languages on one table of cases.
 //
 // Everything here is pure except showTime and upgradeTimes, which fill <time class="when"> elements
@@ -102,13 +102,13 @@ export function formatDuration(ms) {
   return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
 }
 
-// An id a person cannot read whole: a UUID or a long run of hex (dashboard/display.py's _OPAQUE).
+// An id a person cannot read whole: a UUID or a long run of hex (dashboard/web/display.py's _OPAQUE).
 const OPAQUE = /^(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{20,})$/i;
 
 /**
  * An id as a person reads it: a UUID (or long hex id) by its first 8 characters, as git shows a commit;
  * any other id, chosen by somebody to be read, whole; "—" for none. Show the whole id on hover (title)
- * and keep it in links. dashboard/display.py's short_id is the same rule.
+ * and keep it in links. dashboard/web/display.py's short_id is the same rule.
  * @param {unknown} id
  */
 export function shortId(id) {

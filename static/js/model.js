@@ -1,6 +1,6 @@
 // The session page's model: the server's derived state, kept current by its patches.
 //
-// The server's reducer (rtvi_monitor/state.py) is the only place where the
+// The server's reducer (rtvi_monitor/core/state.py) is the only place where the
 // rules live. It sends a snapshot ({state, bases}: state.to_dict() and where
 // each list starts) and then, with every stored batch, the patch its
 // take_changes() made. Applying them in order gives exactly the server's state;

@@ -1,7 +1,7 @@
 // The session page: the server's derived state (model.js keeps it current), rendered for diagnosis.
 //
 // Nothing here derives anything: transcript, turns and their waterfalls, latency, lanes, usage and
-// markers are what rtvi_monitor/state.py made of the messages, and the header is the session row.
+// markers are what rtvi_monitor/core/state.py made of the messages, and the header is the session row.
 // Everything a bot or a client sent is written with textContent.
 //
 // Parts: session_view.js (pure: what each view shows), state_format.js, session_row.js,

@@ -3,7 +3,7 @@
 // No DOM here (tests/js/session_view.test.mjs).
 //
 // Like state_format.js, these only pick, place and word what the server sent: the session row and
-// the reducer's state (rtvi_monitor/state.py). Nothing here computes latency, turns or who speaks.
+// the reducer's state (rtvi_monitor/core/state.py). Nothing here computes latency, turns or who speaks.
 import { absoluteTime, formatDuration, shortId } from "./format.js";
 import { eventType, formatValue, isPreview, messageSummary } from "./message_format.js";
 import { sessionStatus } from "./session_row.js";

@@ -1,7 +1,7 @@
 // The session's derived state as the session page shows it: who speaks, latency, totals, the
 // client and the bot, the transcript, the charts' series.
 //
-// `state` is the server's SessionState.to_dict() (rtvi_monitor/state.py), kept current by
+// `state` is the server's SessionState.to_dict() (rtvi_monitor/core/state.py), kept current by
 // model.js. Every rule that derives it lives on the server; these helpers only pick, order and
 // format what it derived. Pure (tests/js/state_format.test.mjs).
 import { formatDuration } from "./format.js";
@@ -39,7 +39,7 @@ const ABOUT_KEYS = new Set(["library", "library_version", "platform", "platform_
  * What a client (client-ready) or bot (bot-ready) says it is, as a person reads it: "client-js 1.4.0 on
  * browser · RTVI 2.1.0", "pipecat-ai 1.14.0 · RTVI 2.2.0"; "—" when nothing was said. npm's scope goes from the
  * library's name; a bot's `name` follows it in brackets; platform_details and other fields are free-form and
- * left to the raw JSON (peerTitle, on hover). dashboard/display.py's peer_text is the same rules in Python.
+ * left to the raw JSON (peerTitle, on hover). dashboard/web/display.py's peer_text is the same rules in Python.
  * @param {unknown} version the RTVI version it speaks
  * @param {unknown} about   its `about`
  */

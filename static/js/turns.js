@@ -1,6 +1,6 @@
 // The session page's turn diagnosis: each turn's wait stage by stage, what is missing from it and why,
 // and its interruptions (barge-in or backchannel, and how much of the reply had been said), as the server
-// took them apart (GET /api/sessions/<id>/turns/, rtvi_monitor/turns.py). This module only words and
+// took them apart (GET /api/sessions/<id>/turns/, rtvi_monitor/core/diagnosis.py). This module only words and
 // places what it is given; every figure and every reason is the server's. Fetched again every 5 s while
 // the call is live. Text goes in with textContent only: what callers and bots said is never HTML.
 import { formatDuration } from "./format.js";

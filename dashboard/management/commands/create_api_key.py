@@ -1,5 +1,5 @@
 from dashboard.management.issue import IssueCredentialCommand
-from dashboard.models import ApiKey
+from dashboard.org.models import ApiKey
 
 
 class Command(IssueCredentialCommand):

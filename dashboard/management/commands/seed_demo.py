@@ -17,8 +17,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import Agent, ApiKey, Deployment, Membership, Organization, Price, Role
-from rtvi_monitor.models import AlertRule, IngestToken
+from dashboard.agents.models import Agent, Deployment
+from dashboard.org.models import ApiKey, Membership, Organization, Price, Role
+from rtvi_monitor.alerts.models import AlertRule
+from rtvi_monitor.live.models import IngestToken
 
 ORG_NAME = "Demo Voice Co"
 USERNAME = "demo"

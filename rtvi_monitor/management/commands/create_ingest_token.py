@@ -1,5 +1,5 @@
 from dashboard.management.issue import IssueCredentialCommand
-from rtvi_monitor.models import IngestToken
+from rtvi_monitor.live.models import IngestToken
 
 
 class Command(IssueCredentialCommand):

@@ -14,8 +14,9 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 from rtvi_dashboard.demo import SCENARIOS, DemoBot
 
-from dashboard.models import Agent, Organization
-from rtvi_monitor.models import IngestToken
+from dashboard.agents.models import Agent
+from dashboard.org.models import Organization
+from rtvi_monitor.live.models import IngestToken
 
 
 class Command(BaseCommand):

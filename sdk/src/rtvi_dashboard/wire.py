@@ -1,7 +1,7 @@
 """What a bot and the dashboard agree on over the ingest socket. Plain Python: no Django.
 
 Shared by the bot client (rtvi_dashboard.client) and the server, which
-installs this package (rtvi_monitor/consumers.py imports from here), so the
+installs this package (rtvi_monitor/live/consumers.py imports from here), so the
 two cannot drift. The protocol itself is in the dashboard's docs/PROTOCOL.md.
 """
 

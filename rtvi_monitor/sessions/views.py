@@ -1,0 +1,162 @@
+"""Session pages: the list (live on top, history below) and one session, live or ended."""
+
+from datetime import datetime
+
+from asgiref.sync import async_to_sync
+from django.core.exceptions import BadRequest
+from django.db.models import Q
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from dashboard.access.auth import member_required
+from dashboard.agents import service as agents_service
+from dashboard.org import audit
+from dashboard.web.http import BadParam, Query, whole_number
+from rtvi_monitor.audio.models import SessionAudio
+from rtvi_monitor.audio.views import audio_summary
+from rtvi_monitor.sessions.models import Session
+from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions
+
+PAGE_SIZE = 50
+MAX_PK = 2**63 - 1  # a session's id (a BigAutoField)
+
+
+def _cursor(session: Session) -> str:
+    """Where a page starts or ends: the session's place in the list's order, (started_at, pk)."""
+    return f"{session.started_at.isoformat()}_{session.pk}"
+
+
+def _key(cursor: str, name: str) -> tuple[datetime, int]:
+    stamp, _, raw_pk = cursor.rpartition("_")
+    pk = whole_number(raw_pk, 19)
+    try:
+        if len(stamp) > 40 or pk is None or pk > MAX_PK:  # bounded before either is converted
+            raise ValueError(cursor)
+        return datetime.fromisoformat(stamp), pk
+    except ValueError:
+        raise BadRequest(f"{name}: not a cursor this page made") from None
+
+
+def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], str, str]:
+    """Keyset pagination on (started_at, pk), newest first, both ways: as fast on page 2,000 as on page 1.
+
+    `before` gives the page of sessions just older than a cursor, `after` the page of sessions
+    just newer than one (read oldest first, then shown newest first); with neither, the newest page.
+    Returns the rows, then the cursors for the older page and the newer page ("" when there is
+    none). Newer pages are cursors too, not offsets, so that sessions starting meanwhile never
+    shift the pages a user walks back through.
+    """
+    if before and after:
+        raise BadRequest("before and after: give one cursor, not both")
+    if after:
+        started, pk = _key(after, "after")
+        newer_side = Q(started_at__gt=started) | Q(started_at=started, pk__gt=pk)
+        rows = list(queryset.filter(newer_side).order_by("started_at", "pk")[: PAGE_SIZE + 1])
+        more_newer = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE][::-1]
+        more_older = True  # the session at the cursor, at least, is older
+    else:
+        if before:
+            started, pk = _key(before, "before")
+            queryset = queryset.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
+        rows = list(queryset[: PAGE_SIZE + 1])
+        more_older = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        more_newer = bool(before)  # the session at the cursor, at least, is newer
+    older = _cursor(rows[-1]) if rows and more_older else ""
+    newer = _cursor(rows[0]) if rows and more_newer else ""
+    return rows, older, newer
+
+
+@require_GET
+@member_required("sessions.figures")
+def session_list(request):
+    organization = request.organization
+    error, sessions, older, newer = "", [], "", ""
+    before = after = agent = ""
+    if organization is not None:
+        try:
+            query = Query(request.GET)
+            before, after = query.text("before"), query.text("after")
+            matching = filter_sessions(organization, request.GET, request.sees_contents)
+            agent = query.text("agent")  # filter_sessions took it
+            sessions, older, newer = _page(matching, before, after)
+        except BadParam as exc:
+            error = str(exc)
+    newer_url = _page_url(request.GET, after=newer) if newer else ""
+    # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
+    agents = async_to_sync(agents_service.get_agents)(organization).agents if organization else []
+    if not sessions and (before or after):
+        # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
+        newer_url = _page_url(request.GET)
+    return render(
+        request,
+        "rtvi_monitor/session_list.html",
+        {
+            "organization": organization,
+            "sessions": sessions,
+            "error": error,
+            "filters": request.GET,
+            "choices": FILTER_CHOICES,
+            "agents": agents,
+            # A filter on an agent the list does not have (any more): still shown as the one applied.
+            "unlisted_agent": agent if agent and all(a.id != agent for a in agents) else "",
+            # The list runs newest first: the next page is older, the previous one newer.
+            "next_url": _page_url(request.GET, before=older) if older else "",
+            "previous_url": newer_url,
+            "config": {
+                "ws": "/ws/sessions/",
+                "session_url": reverse("session_list"),
+                # Sessions that end meanwhile are listed on the newest page only: there, the page offers a reload.
+                "newest_page": not newer_url,
+            },
+        },
+    )
+
+
+def _page_url(params, **cursor: str) -> str:
+    """The query string of another page of the same filtered list: the filters kept, one cursor (or none)."""
+    params = params.copy()
+    for name in ("before", "after"):
+        params.pop(name, None)
+    params.update(cursor)
+    return f"?{params.urlencode()}"
+
+
+@require_GET
+@member_required("sessions.figures")
+def session_detail(request, session_id):
+    session = Session.objects.find(request.organization, session_id)
+    if session is None:
+        raise Http404("No such session in your organization.")
+    if not request.sees_contents:
+        # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
+        recording = SessionAudio.objects.filter(session=session).first()
+        heard = audio_summary(recording, session) if recording else None
+        return render(request, "rtvi_monitor/session_figures.html", {"session": session, "heard": heard})
+    audit.record_read(session.organization, session.session_id, "page", request=request)
+    # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
+    # listeners' (access.py `audio.listen`, as for the API). A page without the URLs has no player and asks
+    # for no audio.
+    sid = session.session_id
+    audio = {"url": reverse("api_session_audio", args=[sid])}
+    if request.can.audio_listen:
+        audio["peaks_url"] = reverse("api_session_audio_peaks", args=[sid])
+        audio["wav_url"] = reverse("api_session_audio_wav", args=[sid])
+        audio["played_url"] = reverse("api_session_audio_played", args=[sid])  # the audit log's "listened"
+    return render(
+        request,
+        "rtvi_monitor/session_detail.html",
+        {
+            "session": session,
+            "config": {
+                "session_id": session.session_id,
+                "ws": f"/ws/sessions/{session.session_id}/",
+                "events_url": reverse("api_session_events", args=[session.session_id]),
+                "state_url": reverse("api_session_detail", args=[session.session_id]),
+                "audio": audio,
+            },
+        },
+    )
