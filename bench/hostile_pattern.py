@@ -63,7 +63,7 @@ ACK_PATIENCE = 30  # seconds a bot waits for its last acks before giving up (and
 
 CREATE_RULE = """
 from dashboard.models import Organization
-from rtvi_monitor.models import RedactionRule
+from rtvi_monitor.redaction.models import RedactionRule
 rule = RedactionRule(organization=Organization.objects.get(name={org!r}), name={name!r}, pattern={pattern!r})
 rule.full_clean()  # as the admin saves it: compile_rule's checks (RE2 takes it)
 rule.save()

@@ -363,7 +363,7 @@ BROWSER_MAX_LAG = envint("BROWSER_MAX_LAG", "5000")
 # removed, demoted to viewer or signed out stops receiving within it; rtvi_monitor/live/consumers.py), that a
 # streaming bot's ingest token is still valid (consumers.TokenWatch), and that whoever a long answer is
 # streamed to (an export, a recording: a private API key or a member) may still have it
-# (dashboard/http.while_key_valid, which asks dashboard/access/policy.py again).
+# (dashboard/access/streams.py, which asks dashboard/access/policy.py again).
 BROWSER_ACCESS_CHECK = envfloat("BROWSER_ACCESS_CHECK", "30")
 BROWSER_STALL_TIMEOUT = envfloat("BROWSER_STALL_TIMEOUT", "30")
 # BROWSER_RECENT_EVENTS: events sent with the state when a browser connects.

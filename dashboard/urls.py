@@ -12,11 +12,12 @@ from dashboard.org import audit_views
 from dashboard.org import views as org_admin
 from dashboard.web import errors
 from rtvi_monitor.alerts import views as alert_views
+from rtvi_monitor.overview import views as overview_views
 from rtvi_monitor.sessions import otlp
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("overview/panel/", views.overview_panel, name="overview_panel"),
+    path("", overview_views.home, name="home"),
+    path("overview/panel/", overview_views.overview_panel, name="overview_panel"),
     path("alerts/", alert_views.alert_list, name="alert_list"),
     path("api/alerts/", alert_views.alert_list_json, name="api_alert_list"),
     path("api/alerts/rules/", alert_views.alert_rules, name="api_alert_rules"),

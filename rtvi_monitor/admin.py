@@ -4,7 +4,8 @@ from dashboard.admin import AuditedRuleAdmin, SecretAdmin
 from dashboard.org import audit
 from rtvi_monitor.alerts.models import Alert, AlertDelivery, AlertRule
 from rtvi_monitor.live.models import IngestToken
-from rtvi_monitor.sessions.models import Event, RedactionRule, Session
+from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions.models import Event, Session
 
 admin.site.register(IngestToken, SecretAdmin)
 
@@ -37,7 +38,7 @@ class SessionAdmin(admin.ModelAdmin):
 
     def _erase(self, request, sessions):
         """Deleting here erases as the API does: messages and spans too, live calls refused, in the audit log."""
-        from rtvi_monitor.sessions.queries import erase_session
+        from rtvi_monitor.privacy.erase import erase_session
 
         for session in sessions:
             erased = erase_session(session)

@@ -7,7 +7,8 @@ live/models.py: ingest tokens, server processes, leases; alerts/models.py; audio
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.models import IngestToken, Lease, ServerProcess
-from rtvi_monitor.sessions.models import Event, RedactionRule, Session, SessionCaller, Span
+from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions.models import Event, Session, SessionCaller, Span
 
 __all__ = [
     "Alert",

@@ -37,9 +37,9 @@ from dashboard.org.models import Organization  # noqa: E402
 from rtvi_monitor.alerts import rules as alerts  # noqa: E402
 from rtvi_monitor.alerts.models import Alert, AlertNote, AlertRule  # noqa: E402
 from rtvi_monitor.privacy import retention  # noqa: E402
+from rtvi_monitor.privacy.erase import erase_session  # noqa: E402
 from rtvi_monitor.sessions import events, otlp  # noqa: E402
 from rtvi_monitor.sessions.models import Event, Session, Span, summary_fields  # noqa: E402
-from rtvi_monitor.sessions.queries import erase_session  # noqa: E402
 
 
 def rtvi(type_: str, data: dict) -> dict:

@@ -19,13 +19,16 @@ PACKAGES = [
     "dashboard.net",  # the one outbound HTTP client
     "dashboard.web",  # HTTP helpers every view uses: parameters, JSON, errors, display
     "dashboard.org",  # organizations, members, invitations, keys, prices, the audit log
-    "dashboard.access",  # who may do what (the policy), and how a request or a socket proves who it is
+    "rtvi_monitor.redaction",  # an organization's redaction rules and the redactor they make
     "dashboard.agents",  # the agents API's client and cache, the built-in agents and deployments
     "rtvi_monitor.sessions",  # stored sessions and their messages, queries, spans, cost, /metrics
     "rtvi_monitor.live",  # the live path: sockets, admission, the session in memory, the writer, lifecycle
     "rtvi_monitor.audio",  # recordings: chunks, analysis, the player's data
     "rtvi_monitor.alerts",  # rules, firing, notification channels, the on-call workflow
     "rtvi_monitor.privacy",  # every place a caller's words are kept; erase and retention walk it
+    "rtvi_monitor.overview",  # the home page's figures: every agent's health over the fleet
+    "dashboard.access",  # who may do what (the policy), how a request or a socket proves who it is, and
+    # the streams that ask again: the doors every interface goes through, above every service
 ]
 
 # Modules that answer requests or sockets: they may use any package's services, never another package's
@@ -120,7 +123,9 @@ def broken_rules(module: str, imported: str) -> str | None:
 
 
 def test_every_module_belongs_to_a_package_or_the_wiring():
-    loose = [m for m, _ in _modules() if _rank(m) is None and not _is_wiring(m) and m not in ("dashboard", "rtvi_monitor")]
+    loose = [
+        m for m, _ in _modules() if _rank(m) is None and not _is_wiring(m) and m not in ("dashboard", "rtvi_monitor")
+    ]
     assert loose == []
 
 

@@ -20,7 +20,8 @@ from dashboard.asgi import application
 from dashboard.org.models import ApiKey
 from rtvi_monitor.core.redaction import normal
 from rtvi_monitor.live.models import IngestToken
-from rtvi_monitor.sessions.models import Event, RedactionRule, Session, Span
+from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions.models import Event, Session, Span
 from tests.sockets import browser_socket, receive, rtvi, send, wrap
 
 CARD = "4929 8125 6409 3167"  # Luhn-valid

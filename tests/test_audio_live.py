@@ -16,7 +16,7 @@ from dashboard.org.models import AuditEntry, Role
 from dashboard.templatetags.dashboard_format import signed_seconds
 from rtvi_monitor.audio.models import SessionAudio
 from rtvi_monitor.live.models import IngestToken
-from rtvi_monitor.sessions.queries import agent_overview
+from rtvi_monitor.overview.figures import agent_overview
 from tests.conftest import make_member
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 from tests.speech import speak

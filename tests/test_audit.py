@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dashboard.org.models import ApiKey, AuditEntry, AuditImmutable, Membership
-from rtvi_monitor.sessions.models import RedactionRule
+from rtvi_monitor.redaction.models import RedactionRule
 from tests.session_samples import make_session
 from tests.sockets import browser_socket
 

@@ -20,9 +20,10 @@ from django.core.cache import cache
 from django.db import models
 
 from rtvi_monitor.privacy import contents, retention
+from rtvi_monitor.privacy.erase import erase_caller, erase_session
 from rtvi_monitor.sessions.models import Session, SessionCaller, caller_key
 from rtvi_monitor.sessions.platform_join import session_cache_keys
-from rtvi_monitor.sessions.queries import _session_summary, erase_caller, erase_session, summary_cache_key
+from rtvi_monitor.sessions.queries import _session_summary, summary_cache_key
 from tests.conftest import DATABASE_URL, reachable, skip_or_fail
 from tests.platform_samples import WARM_COMPLETED_SESSION, fake_pipecat_cloud, make_logs
 from tests.session_samples import make_session

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from rtvi_monitor.overview.figures import overview
 from rtvi_monitor.sessions.error_groups import error_groups, normalise
 from rtvi_monitor.sessions.models import Event, Session
-from rtvi_monitor.sessions.queries import overview
 from tests.session_samples import error_event
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from dashboard.org.models import ApiKey
 from rtvi_monitor.core.redaction import DEFAULT, Redactor, compile_rule, iban_valid, luhn
 from rtvi_monitor.live.models import IngestToken
-from rtvi_monitor.sessions.models import Event, RedactionRule
+from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions.models import Event
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 

@@ -275,7 +275,7 @@ def test_an_invitation_makes_a_member_once(staff_client, org):
 
 def test_rows_pages_save_audit_and_validate(staff_client, org):
     from rtvi_monitor.alerts.models import AlertRule
-    from rtvi_monitor.sessions.models import RedactionRule
+    from rtvi_monitor.redaction.models import RedactionRule
 
     bad = staff_client.post("/settings/redaction/", {"name": "member-id", "pattern": "(unclosed", "enabled": "on"})
     assert bad.status_code == 400 and not RedactionRule.objects.exists()

@@ -125,7 +125,7 @@ def test_a_valid_keys_stream_is_whole(org, api_key, settings, monkeypatch):
 
 
 async def test_an_async_stream_a_key_holds_ends_at_the_first_chunk_after_it_is_revoked(settings):
-    from dashboard.web.http import awhile_key_valid
+    from dashboard.access.streams import awhile_key_valid
 
     settings.BROWSER_ACCESS_CHECK = 0
     valid = [True]

@@ -95,7 +95,7 @@ def scope_actor(scope) -> Actor:
 
 def actor_now(request) -> Actor:
     """The actor a door admitted, read again now (a stream held open asks the policy with it again,
-    dashboard/http.while_key_valid): its key while still valid; its member while their browser is still
+    dashboard/access/streams.py): its key while still valid; its member while their browser is still
     signed in, with their membership as the database has it now (removed: none; a lowered role); else nobody."""
     key = getattr(request, "api_key", None)
     if key is not None:
@@ -113,7 +113,7 @@ def actor_now(request) -> Actor:
 
 def _admit(request, actor: Actor, action: str) -> None:
     """What a view behind a door reads: who asks, their organization, what they may do, and the action they
-    were admitted for (a stream asks it again: dashboard/http.while_key_valid)."""
+    were admitted for (a stream asks it again: dashboard/access/streams.py)."""
     request.actor, request.can, request.access_action = actor, Permissions(actor), action
     request.membership, request.api_key = actor.membership, actor.key
     credential = actor.membership or actor.key

@@ -40,10 +40,12 @@ from dashboard.access.auth import key_or_member_required
 from dashboard.agents.models import Agent
 from dashboard.agents.pipecat_cloud import LOG_ORDERS, SESSION_STATUSES, START_TYPES
 from dashboard.agents.service import AgentRecord, DeploymentRecord
+from dashboard.web.display import iso_ms
 from dashboard.web.http import BadParam, Query, StrictJsonResponse, json_error, json_methods
+from rtvi_monitor.core.protocol import SESSION_ID_RE
 from rtvi_monitor.core.reducer.errors import LOG_TYPES, error_of
 from rtvi_monitor.sessions.events import stored_message
-from rtvi_monitor.sessions.models import SESSION_ID_RE, EndKind, Event, Session
+from rtvi_monitor.sessions.models import EndKind, Event, Session
 
 DEFAULT_LIMIT = 10  # the reference's default, for sessions and logs alike
 MAX_LIMIT = 1000
@@ -53,14 +55,6 @@ LEVEL_RE = re.compile(r"^[A-Za-z]{1,16}\Z")
 LOG_TYPES_SQL = ", ".join(f"'{t}'" for t in LOG_TYPES if re.fullmatch(r"[a-z-]+", t))
 SCAN_CHUNK = 2000  # log rows read at a time when a query is matched line by line
 SCAN_MAX = 50_000  # lines a query is matched against at most: a search costs the same on any agent
-
-
-def iso_ms(dt: datetime | None) -> str | None:
-    """ISO 8601 UTC with milliseconds and Z, the spec's timestamp format."""
-    if dt is None:
-        return None
-    dt = dt.astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def record_of(agent: Agent, include_deployment: bool) -> AgentRecord:

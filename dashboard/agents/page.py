@@ -14,8 +14,9 @@ from django.utils import timezone
 from dashboard.agents import pipecat_cloud
 from dashboard.agents.pipecat_cloud import SESSION_STATUSES, START_TYPES
 from dashboard.web.http import BadParam, Query, default_first
+from rtvi_monitor.overview.figures import agent_overview
 from rtvi_monitor.sessions import platform_join
-from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_overview, agent_turn_figures
+from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_turn_figures
 
 SESSIONS_PAGE = 25  # the platform's sessions shown at a time on an agent's page
 LOGS_PAGE = 100  # its log lines

@@ -672,7 +672,7 @@ async def _payload(organization, call: _Call) -> dict:
     if call.words is not None:
         from asgiref.sync import sync_to_async
 
-        from rtvi_monitor.sessions.models import RedactionRule
+        from rtvi_monitor.redaction.models import RedactionRule
 
         body = call.words(body, await sync_to_async(RedactionRule.redactor_for)(organization.pk))
     return {"body": body}

@@ -4,10 +4,10 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
 from dashboard.access.auth import key_or_member_required, member_required
+from dashboard.access.streams import REVOKED_MID_STREAM, while_key_valid
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry
 from dashboard.web.http import (
-    REVOKED_MID_STREAM,
     BadParam,
     Query,
     StrictJsonResponse,
@@ -15,7 +15,6 @@ from dashboard.web.http import (
     json_methods,
     ndjson_closing,
     strict_dumps,
-    while_key_valid,
 )
 
 PAGE = 100  # entries a page

@@ -38,7 +38,7 @@ from dashboard.org.models import AgentRetention, ApiKey, Invitation, Membership,
 from dashboard.web.http import whole_number
 from rtvi_monitor.alerts.models import AlertRule
 from rtvi_monitor.live.models import IngestToken
-from rtvi_monitor.sessions.models import RedactionRule
+from rtvi_monitor.redaction.models import RedactionRule
 
 SECTIONS = [
     ("org_members", "Members"),
@@ -697,8 +697,8 @@ class EraseForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def erase(request):
     """Erase on request: one session, or every session of one caller; what went is said and audited."""
+    from rtvi_monitor.privacy.erase import erase_caller, erase_session
     from rtvi_monitor.sessions.models import Session, caller_keys
-    from rtvi_monitor.sessions.queries import erase_caller, erase_session
 
     organization = request.organization
     form = EraseForm(request.POST or None)

@@ -8,6 +8,7 @@ dashboard/templatetags/dashboard_format.py.
 
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 UNKNOWN = "—"
@@ -108,3 +109,11 @@ def peer_text(version: Any, about: Any) -> str:
     if version:
         parts.append(f"RTVI {version}")
     return " · ".join(parts) or UNKNOWN
+
+
+def iso_ms(dt: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and Z, the spec's timestamp format."""
+    if dt is None:
+        return None
+    dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -11,8 +11,7 @@ choice, free text, a session id, Unix seconds, an ISO date-time, a yes or no), o
 import json
 import math
 import re
-import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable
 from datetime import datetime
 from functools import wraps
 from inspect import iscoroutinefunction
@@ -20,11 +19,13 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.http import JsonResponse
+from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.csrf import csrf_exempt
+
+from rtvi_monitor.core.protocol import SESSION_ID_RE
 
 
 def finite(value: Any) -> Any:
@@ -112,62 +113,6 @@ def json_methods(*methods: str):
         return csrf_exempt(wraps(view)(wrapper))
 
     return decorator
-
-
-# --- Streams held open by a private API key or a member ---------------------------------------------
-# A long answer (a session's messages, the audit log, an hour's WAV) is sent while the key that asked may
-# be revoked or expire, and the member who asked may be removed, demoted below the view's action or sign
-# out. As a browser's socket is, the access policy is asked again every BROWSER_ACCESS_CHECK seconds
-# between chunks, for the action the door admitted the request for (dashboard/access/auth.py records it as
-# `request.access_action`), with the actor read again (auth.actor_now); the stream ends at the first chunk
-# after it stopped being allowed. Between checks a chunk costs a time comparison.
-
-REVOKED_MID_STREAM = "The API key was revoked or expired while this was being sent; the rest was not sent."
-
-
-def still_allowed(request) -> bool:
-    """Whether the request's actor, read again now, may still do the action its door admitted it for.
-
-    A key is read again (revoked or expired: no); a member too (removed, role lowered, signed out: no).
-    A request no door admitted (no key, no action recorded) has nothing to lose: yes.
-    """
-    from dashboard.access import policy as access  # dashboard.auth and dashboard.access need this module and the models
-    from dashboard.access.auth import actor_now
-
-    action = getattr(request, "access_action", None)
-    if action is None and getattr(request, "api_key", None) is None:
-        return True
-    actor = actor_now(request)
-    if actor.anonymous:
-        return False
-    return action is None or access.allows(actor, action, getattr(request, "organization", None))
-
-
-def while_key_valid(request, chunks: Iterable, closing: str = "") -> Iterator:
-    """`chunks`, ended early (with `closing` last) should the request's key or member stop being allowed
-    meanwhile (still_allowed, asked every BROWSER_ACCESS_CHECK seconds)."""
-    every, checked = settings.BROWSER_ACCESS_CHECK, time.monotonic()
-    for chunk in chunks:
-        if time.monotonic() - checked >= every:
-            if not still_allowed(request):
-                if closing:
-                    yield closing
-                return
-            checked = time.monotonic()
-        yield chunk
-
-
-async def awhile_key_valid(request, chunks: AsyncIterator, closing: str = "") -> AsyncIterator:
-    """while_key_valid, for an asynchronous stream."""
-    every, checked = settings.BROWSER_ACCESS_CHECK, time.monotonic()
-    async for chunk in chunks:
-        if time.monotonic() - checked >= every:
-            if not await sync_to_async(still_allowed)(request):
-                if closing:
-                    yield closing
-                return
-            checked = time.monotonic()
-        yield chunk
 
 
 def ndjson_closing(message: str) -> str:
@@ -294,9 +239,7 @@ class Query:
         return raw
 
     def session_id(self, name: str) -> str:
-        """A session id as bots choose them (rtvi_monitor.models.SESSION_ID_RE), or "" when absent or empty."""
-        from rtvi_monitor.sessions.models import SESSION_ID_RE  # the models need the app registry; this module does not
-
+        """A session id as bots choose them (core/protocol.py SESSION_ID_RE), or "" when absent or empty."""
         raw = self._typed(name)
         if raw and not SESSION_ID_RE.match(raw):
             raise BadParam(name, f"expected a session id (1-100 of A-Z a-z 0-9 _ . : -), got {_shown(raw)}")
@@ -341,3 +284,8 @@ class Query:
 def bool_param(request, name: str) -> bool:
     """A machine endpoint's yes-or-no query parameter (Query.boolean, form=False): false when absent."""
     return Query(request.GET, form=False).boolean(name, default=False)
+
+
+# Templates read request.user and messages lazily, through the ORM: render in
+# a thread so that async views can use them.
+arender = sync_to_async(render)

@@ -27,16 +27,9 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
 from dashboard.access.auth import ingest_door, ingest_token, key_or_member_required
+from dashboard.access.streams import awhile_key_valid
 from dashboard.org import audit
-from dashboard.web.http import (
-    BadParam,
-    Query,
-    StrictJsonResponse,
-    awhile_key_valid,
-    json_error,
-    json_methods,
-    whole_number,
-)
+from dashboard.web.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, whole_number
 from rtvi_monitor.audio import store as audio
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.dbthread import AUDIO_THREAD, in_db_thread

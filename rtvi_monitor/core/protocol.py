@@ -13,6 +13,7 @@ names, once, and stops at the first problem.
 """
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -23,6 +24,9 @@ MAX_RAW = 8 * 1024  # characters of raw text kept for an invalid message
 MAX_DEPTH = 32  # nesting of objects and arrays in one message
 MAX_TYPE = 64  # characters of a message type (the database column's width)
 MAX_ID = 256  # characters of a message id (ids are kept, as keys, for as long as a session lives)
+# A session id as bots choose them: not only dots ("." and ".." cannot be put in a URL); \Z, since $ lets a
+# trailing newline through.
+SESSION_ID_RE = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.:-]{1,100}\Z")
 MAX_NUMBER = 1e15  # largest magnitude of a figure (metric, token count): sums stay finite
 
 BOT, CLIENT = "bot", "client"

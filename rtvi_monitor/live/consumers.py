@@ -43,6 +43,7 @@ from dashboard.access import policy as access
 from dashboard.access.auth import bearer_token, scope_actor
 from dashboard.org import audit
 from rtvi_monitor.core import redaction
+from rtvi_monitor.core.protocol import SESSION_ID_RE
 from rtvi_monitor.live import control, lifecycle, process, relay
 from rtvi_monitor.live.admission import Admission
 from rtvi_monitor.live.dbthread import CONNECT_THREAD, in_db_thread
@@ -52,7 +53,7 @@ from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.live.snapshots import SessionFeed
 from rtvi_monitor.live.start import find_credential, open_ingest
 from rtvi_monitor.sessions import metrics
-from rtvi_monitor.sessions.models import SESSION_ID_RE, Session
+from rtvi_monitor.sessions.models import Session
 
 REVOKED = "This ingest token was revoked: the bot must be given a new one to connect again."
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"

@@ -14,8 +14,9 @@ from rtvi_monitor.core.redaction import Redactor
 from rtvi_monitor.live.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.live.registry import SERVER_ID
+from rtvi_monitor.redaction.models import RedactionRule
 from rtvi_monitor.sessions import agent_link
-from rtvi_monitor.sessions.models import RedactionRule, Session
+from rtvi_monitor.sessions.models import Session
 
 
 def _find_credential(token: str) -> IngestToken | None:

@@ -11,10 +11,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.access import policy as access
 from dashboard.access.auth import bearer_token, key_or_member_required
+from dashboard.access.streams import REVOKED_MID_STREAM, while_key_valid
 from dashboard.org import audit
 from dashboard.web.http import (
     MAX_OFFSET,
-    REVOKED_MID_STREAM,
     BadParam,
     Query,
     StrictJsonResponse,
@@ -22,15 +22,15 @@ from dashboard.web.http import (
     json_methods,
     ndjson_closing,
     strict_dumps,
-    while_key_valid,
 )
 from rtvi_monitor.core import protocol
 from rtvi_monitor.live import control
+from rtvi_monitor.privacy.erase import erase_caller, erase_session
 from rtvi_monitor.sessions.events import event_from_db, stored_message
 from rtvi_monitor.sessions.metrics import registry_for
 from rtvi_monitor.sessions.models import Event, Session, caller_keys
 from rtvi_monitor.sessions.platform_join import session_platform
-from rtvi_monitor.sessions.queries import erase_caller, erase_session, filter_sessions, session_detail, session_turns
+from rtvi_monitor.sessions.queries import filter_sessions, session_detail, session_turns
 from rtvi_monitor.sessions.traces import session_traces
 
 MAX_LIMIT = 500

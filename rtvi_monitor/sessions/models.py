@@ -7,7 +7,6 @@ the full derived state is recomputed from the events by `rtvi_monitor.core.state
 and frozen into `Session.state` when the session ends.
 """
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -20,59 +19,6 @@ from rtvi_monitor.core.reducer.errors import ERROR_TYPES, LOG_TYPES
 
 if TYPE_CHECKING:
     from rtvi_monitor.core.state import SessionState
-
-
-# Not only dots ("." and ".." cannot be put in a URL); \Z, since $ lets a trailing newline through.
-SESSION_ID_RE = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.:-]{1,100}\Z")
-
-
-class RedactionRule(models.Model):
-    """An organization's own pattern, removed from every text its bots send before it is stored.
-
-    Beside the built-in detectors (rtvi_monitor/redaction.py: e-mail, phone numbers, payment cards,
-    IBAN, US SSN). A match becomes "[name]". Changes apply to bots that connect after them.
-    """
-
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="redaction_rules")
-    name = models.CharField(max_length=40, help_text='What a match becomes, in brackets: "member-id" → [member-id].')
-    pattern = models.CharField(max_length=500, help_text="A Python regular expression.")
-    enabled = models.BooleanField(default=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["organization", "name"]
-        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="redaction_rule_name_unique")]
-
-    def __str__(self) -> str:
-        return f"[{self.name}] {self.pattern}"
-
-    def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from rtvi_monitor.core.redaction import compile_rule
-
-        try:
-            compile_rule(self.name, self.pattern)
-        except ValueError as exc:
-            field, _, message = str(exc).partition(": ")
-            raise ValidationError({field: message}) from None
-
-    @classmethod
-    def redactor_for(cls, organization_id):
-        """The organization's redactor: the built-in detectors (unless REDACTION_BUILTIN is off) and its rules."""
-        from django.conf import settings
-
-        from rtvi_monitor.core.redaction import Redactor, compile_rule
-
-        rules = []
-        for name, pattern in cls.objects.filter(organization_id=organization_id, enabled=True).values_list(
-            "name", "pattern"
-        ):
-            try:
-                rules.append(compile_rule(name, pattern))
-            except ValueError:  # saved around the admin's check: skipped, never the bot's problem
-                continue
-        return Redactor(rules, builtin=settings.REDACTION_BUILTIN)
 
 
 class EndKind(models.TextChoices):

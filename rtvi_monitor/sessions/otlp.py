@@ -29,7 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from dashboard.access.auth import ingest_door, ingest_token
 from dashboard.web.http import json_error, json_methods
 from rtvi_monitor.core.redaction import NONE, Redactor
-from rtvi_monitor.sessions.models import RedactionRule, Span, storable, storable_json
+from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions.models import Span, storable, storable_json
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 MAX_SPANS = 10_000  # per request

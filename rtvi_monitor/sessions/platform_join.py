@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce
 
 from dashboard.agents import pipecat_cloud
 from dashboard.agents import service as agents_service
-from dashboard.agents.builtin_api import iso_ms
+from dashboard.web.display import iso_ms
 from rtvi_monitor.sessions.models import HAS_ERRORS, Session
 from rtvi_monitor.sessions.queries import BUCKET_MS, histogram_percentile, latency_bucket
 

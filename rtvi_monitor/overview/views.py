@@ -1,0 +1,60 @@
+"""The Overview: the home page that answers "is anything wrong right now?" (firing alerts, error groups,
+sessions that ended badly, every agent's health, the agents API's freshness), and its panel, which the
+page fetches again when the session socket says something changed.
+"""
+
+from asgiref.sync import sync_to_async
+from django.http import Http404
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from dashboard.access.auth import member_required
+from dashboard.agents import service as agents_service
+from dashboard.web.http import arender
+from rtvi_monitor.alerts.models import Alert
+from rtvi_monitor.overview.figures import overview
+
+
+async def _overview_context(request) -> dict | None:
+    organization = request.organization
+    if organization is None:
+        return None
+    # Cached and never raising, as on the agents page: the last good list (with its age) when the upstream
+    # fails, and none at all (the agents known from sessions alone) when there has never been one.
+    listing = await agents_service.get_agents(organization)
+    listed = listing.agents if listing.fetched_at is not None else None
+    summary = await sync_to_async(overview)(organization, timezone.now(), listed)
+    for group in summary["error_groups"]:
+        known = listing.find(group.agent_id) if group.agent_id else None
+        group.agent_name = known.name if known else group.agent_name
+    firing = await sync_to_async(list)(
+        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING).select_related("rule")
+    )
+    return {
+        "organization": organization,
+        "summary": summary,
+        "listing": listing,
+        "firing": firing,
+        "generated_at": timezone.now(),
+    }
+
+
+@require_GET
+@member_required("sessions.figures")
+async def home(request):
+    """Is anything wrong right now? Alerts, error groups, sessions that ended badly, every agent, the agents API."""
+    context = await _overview_context(request)
+    if context is None:
+        return redirect("session_list")
+    return await arender(request, "dashboard/home.html", context)
+
+
+@require_GET
+@member_required("sessions.figures")
+async def overview_panel(request):
+    """The Overview's content alone: what its page fetches when the session socket says something changed."""
+    context = await _overview_context(request)
+    if context is None:
+        raise Http404("Your account belongs to no organization.")
+    return await arender(request, "dashboard/_overview.html", context)
