@@ -1,8 +1,8 @@
-// Unit tests for static/js/audio_player.js's pure parts (node --test tests/js/): where a caller's line is heard.
+// Unit tests for static/js/audio_sync.js (node --test tests/js/): where a caller's line is heard.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { callerSpeechStart } from "../../static/js/audio_player.js";
+import { callerSpeechStart } from "../../static/js/audio_sync.js";
 
 test("a caller's line plays from the start of the words it transcribes, not from when it arrived", () => {
   const runs = [
