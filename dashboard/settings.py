@@ -258,6 +258,15 @@ LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", "20")
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
 X_FRAME_OPTIONS = "DENY"
 
+# --- Outbound HTTP (dashboard/net/outbound.py: every call to another server) -------------------
+# OUTBOUND_ALLOWED_HOSTS: hosts a call may reach although they are, or resolve to, a private,
+# loopback, link-local, multicast or reserved address (refused otherwise: dashboard/net/guard.py).
+# Comma-separated: names (agents.internal), domains with every name under them (.corp.example),
+# addresses or networks (10.0.0.0/8: names resolving inside it), or * (no check). Hosts the
+# operator's own settings name are allowed for their own calls without it: AGENTS_API_BASE_URL's
+# (the built-in agents API on this server by default), OIDC_ISSUER's, PagerDuty's and Opsgenie's.
+OUTBOUND_ALLOWED_HOSTS = envlist("OUTBOUND_ALLOWED_HOSTS", "")
+
 # --- Agents API (dashboard/agents/service.py) -------------------------------------
 # AGENTS_API_BASE_URL: base of the agents API, up to and including /v1.
 # Pipecat Cloud: https://api.pipecat.daily.co/v1. Default: this dashboard's
