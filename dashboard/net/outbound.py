@@ -33,8 +33,10 @@ transport like any other.
 """
 
 import asyncio
-import logging
+import functools
+import ssl
 import sys
+import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, Iterable
@@ -63,8 +65,6 @@ __all__ = [
     "post",
     "request",
 ]
-
-logger = logging.getLogger(__name__)
 
 Response = httpx.Response  # what a call returns: read .status_code, .headers, .text, .json()
 
@@ -121,6 +121,12 @@ def _outcome(exc: BaseException) -> str:
 # --- The client, one per event loop -------------------------------------------------------------
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client: building one (certifi's bundle) takes ~30 ms, on the event loop."""
+    return httpx.create_ssl_context()
+
+
 @dataclass
 class _Held:
     client: httpx.AsyncClient
@@ -128,6 +134,7 @@ class _Held:
 
 
 _held: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Held]" = weakref.WeakKeyDictionary()
+_held_lock = threading.Lock()  # loops run in several threads (the server's, asgiref's, a test's)
 
 
 async def _closes_with_loop(loop: asyncio.AbstractEventLoop, held: _Held) -> AsyncGenerator[None]:
@@ -135,8 +142,9 @@ async def _closes_with_loop(loop: asyncio.AbstractEventLoop, held: _Held) -> Asy
     try:
         yield
     finally:
-        if _held.get(loop) is held:
-            del _held[loop]
+        with _held_lock:
+            if _held.get(loop) is held:
+                del _held[loop]
         await held.client.aclose()
 
 
@@ -163,11 +171,14 @@ async def client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     held = _held.get(loop)
     if held is None or held.client.is_closed:
-        # A loop closed without shutting down its async generators left its entry: let it go.
-        for gone in [other for other in list(_held.keys()) if other.is_closed()]:
-            _held.pop(gone, None)
-        held = _held[loop] = _Held(httpx.AsyncClient(timeout=DEFAULT_TIMEOUTS.for_httpx(), follow_redirects=False))
+        made = httpx.AsyncClient(timeout=DEFAULT_TIMEOUTS.for_httpx(), follow_redirects=False, verify=_tls())
+        held = _Held(made)
         held.closer = _closes_with_loop(loop, held)
+        with _held_lock:
+            # A loop closed without shutting down its async generators left its entry: let it go.
+            for gone in [other for other in list(_held.keys()) if other.is_closed()]:
+                _held.pop(gone, None)
+            _held[loop] = held
         await anext(held.closer)  # registered with the loop's async generators from here on
         _close_before_reactor_stops(loop)
     return held.client
@@ -245,9 +256,10 @@ async def _attempts(
                 raise
         except httpx.TimeoutException as exc:
             phase = next((phase for cls, phase in TIMEOUT_PHASES if isinstance(exc, cls)), "read")
-            limit = timeouts.connect if phase in ("connect", "pool") else timeouts.read
+            connecting = phase in ("connect", "pool")
+            limit, awaited = (timeouts.connect, "connection") if connecting else (timeouts.read, "answer")
             raise TimedOut(
-                f"{type(exc).__name__}: no {'connection' if phase == 'connect' else 'answer'} within {limit:g} s",
+                f"{type(exc).__name__}: no {awaited} within {limit:g} s",
                 phase=phase,
                 kind=kind,
                 url=url,
@@ -308,7 +320,7 @@ async def request(
                     retries=retries,
                     backoff=backoff,
                     guard=guard,
-                    allow_hosts=allow_hosts,
+                    allow_hosts=tuple(allow_hosts),
                     headers=dict(headers or {}),
                     send=send,
                 )
