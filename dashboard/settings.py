@@ -258,6 +258,15 @@ LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", "20")
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
 X_FRAME_OPTIONS = "DENY"
 
+# --- Outbound HTTP (dashboard/net/outbound.py: every call to another server) -------------------
+# OUTBOUND_ALLOWED_HOSTS: hosts a call may reach although they are, or resolve to, a private,
+# loopback, link-local, multicast or reserved address (refused otherwise: dashboard/net/guard.py).
+# Comma-separated: names (agents.internal), domains with every name under them (.corp.example),
+# addresses or networks (10.0.0.0/8: names resolving inside it), or * (no check). Hosts the
+# operator's own settings name are allowed for their own calls without it: AGENTS_API_BASE_URL's
+# (the built-in agents API on this server by default), OIDC_ISSUER's, PagerDuty's and Opsgenie's.
+OUTBOUND_ALLOWED_HOSTS = envlist("OUTBOUND_ALLOWED_HOSTS", "")
+
 # --- Agents API (dashboard/agents/service.py) -------------------------------------
 # AGENTS_API_BASE_URL: base of the agents API, up to and including /v1.
 # Pipecat Cloud: https://api.pipecat.daily.co/v1. Default: this dashboard's
@@ -433,8 +442,9 @@ if os.getenv("OIDC_RP_CLIENT_ID", ""):
     OIDC_RP_CLIENT_ID = os.environ["OIDC_RP_CLIENT_ID"]
     OIDC_RP_CLIENT_SECRET = os.getenv("OIDC_RP_CLIENT_SECRET", "")
     # OIDC_ISSUER: the provider's issuer (e.g. https://login.example.com/realms/ops). The ID token's
-    # `iss` must be it; the endpoints not set below are read from its discovery document once, when
-    # a process starts (set all four to start without asking the provider).
+    # `iss` must be it; the endpoints not set below are read from its discovery document when single
+    # sign-on first needs one (dashboard/net/openid.py: once per process, its issuer checked; a provider
+    # that is down fails that sign-in, not the process's start). Set all four never to ask it.
     OIDC_ISSUER = os.getenv("OIDC_ISSUER", "")
     # OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_TOKEN_ENDPOINT, OIDC_OP_USER_ENDPOINT, OIDC_OP_JWKS_ENDPOINT
     _OIDC_ENDPOINTS = {
@@ -444,21 +454,19 @@ if os.getenv("OIDC_RP_CLIENT_ID", ""):
         "OIDC_OP_JWKS_ENDPOINT": "jwks_uri",
     }
     _oidc = {name: os.getenv(name, "") for name in _OIDC_ENDPOINTS}
-    if OIDC_ISSUER and not all(_oidc.values()):
-        import httpx
-
-        _discovery = OIDC_ISSUER.rstrip("/") + "/.well-known/openid-configuration"
-        try:
-            _document = httpx.get(_discovery, timeout=10).raise_for_status().json()
-        except (httpx.HTTPError, ValueError) as error:
-            raise ImproperlyConfigured(f"OIDC_ISSUER: could not read {_discovery}: {error}") from None
-        if _document.get("issuer") != OIDC_ISSUER:
-            raise ImproperlyConfigured(
-                f"OIDC_ISSUER is {OIDC_ISSUER!r}, its discovery says {_document.get('issuer')!r}"
-            )
-        _oidc = {name: _oidc[name] or str(_document.get(key) or "") for name, key in _OIDC_ENDPOINTS.items()}
-    if _missing := [name for name, value in _oidc.items() if not value]:
+    if _missing := [name for name, value in _oidc.items() if not value and not OIDC_ISSUER]:
         raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set: set OIDC_ISSUER, or {', '.join(_missing)}")
+
+    def _discovered(key: str, setting: str) -> str:
+        from django.conf import settings
+
+        from dashboard.net import openid
+
+        return openid.endpoint(settings.OIDC_ISSUER, key, setting, settings.OIDC_TIMEOUT)
+
+    from django.utils.functional import lazy
+
+    _oidc = {name: _oidc[name] or lazy(_discovered, str)(key, name) for name, key in _OIDC_ENDPOINTS.items()}
     OIDC_OP_AUTHORIZATION_ENDPOINT = _oidc["OIDC_OP_AUTHORIZATION_ENDPOINT"]
     OIDC_OP_TOKEN_ENDPOINT = _oidc["OIDC_OP_TOKEN_ENDPOINT"]
     OIDC_OP_USER_ENDPOINT = _oidc["OIDC_OP_USER_ENDPOINT"]

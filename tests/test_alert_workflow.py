@@ -9,7 +9,6 @@ import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.core import mail
@@ -105,8 +104,7 @@ def deliver_due():
     claimed = alerts.claim_due(timezone.now())
 
     async def send():
-        async with httpx.AsyncClient(timeout=5) as client:
-            return [await alerts.deliver(delivery, client) for delivery in claimed]
+        return [await alerts.deliver(delivery) for delivery in claimed]
 
     for delivery, error in zip(claimed, async_to_sync(send)(), strict=True):
         alerts.record(delivery, error, timezone.now())

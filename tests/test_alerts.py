@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.agents.models import Agent
+from dashboard.net import guard
 from dashboard.org.models import Price
 from rtvi_monitor.alerts import rules as alerts
 from rtvi_monitor.alerts.models import Alert, AlertDelivery, AlertRule
@@ -208,8 +209,7 @@ def _deliver_due():
     claimed = alerts.claim_due(timezone.now())
 
     async def send():
-        async with httpx.AsyncClient() as client:
-            return [await alerts.deliver(delivery, client) for delivery in claimed]
+        return [await alerts.deliver(delivery) for delivery in claimed]
 
     for delivery, error in zip(claimed, async_to_sync(send)(), strict=True):
         alerts.record(delivery, error, timezone.now())
@@ -280,11 +280,35 @@ def test_a_webhook_into_the_dashboards_own_network_is_refused_for_good(org, sett
     assert "private address" in delivery.last_error and "ALERT_WEBHOOK_ALLOW_PRIVATE" in delivery.last_error
 
 
+@pytest.mark.parametrize(
+    "hook,why",
+    [
+        ("http://10.0.0.1/hook", "10.0.0.1 is a private address"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
+        ("http://localhost:8000/hook", "localhost resolves to "),
+    ],
+)
+def test_a_refused_webhook_is_a_failed_delivery_that_says_why(org, settings, httpx_mock, hook, why):
+    """Refused by the outbound client's guard (dashboard/net/guard.py) when sent, as the rule's author may have
+    saved it before the check existed or through a name: recorded as failed at once, never POSTed."""
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = False
+    fatal = rule(org, C.FATAL_ERROR)
+    AlertRule.objects.filter(pk=fatal.pk).update(webhook_url=hook)  # past the API's own check
+    fatal_session(org, "call-1")
+    evaluate(fatal)
+    _deliver_due()
+    delivery = AlertDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 1)
+    assert delivery.last_error.startswith("refused: ") and why in delivery.last_error
+    assert "OUTBOUND_ALLOWED_HOSTS" in delivery.last_error and "ALERT_WEBHOOK_ALLOW_PRIVATE" in delivery.last_error
+    assert httpx_mock.get_requests() == []
+
+
 def test_a_webhook_goes_to_the_address_that_was_checked(org, settings, httpx_mock, monkeypatch):
     """The name is resolved once and the POST goes to that address: a second answer (DNS rebinding) is never asked."""
     settings.ALERT_WEBHOOK_ALLOW_PRIVATE = False
     answers = iter([[(2, 1, 6, "", ("93.184.216.34", 443))], [(2, 1, 6, "", ("127.0.0.1", 443))]])
-    monkeypatch.setattr(alerts.socket, "getaddrinfo", lambda *args, **kwargs: next(answers))
+    monkeypatch.setattr(guard.socket, "getaddrinfo", lambda *args, **kwargs: next(answers))
     fatal = rule(org, C.FATAL_ERROR, webhook_url="https://hooks.example.com/rtvi")
     fatal_session(org, "call-1")
     evaluate(fatal)

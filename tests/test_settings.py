@@ -37,6 +37,17 @@ def test_the_default_settings_run_with_nothing_set():
     assert result.returncode == 0, result.stderr
 
 
+def test_single_sign_on_asks_its_provider_at_first_use_not_when_the_settings_load():
+    """The endpoints OIDC_ISSUER's discovery gives are read when first used (dashboard/net/openid.py): a provider
+    that is down (nothing listens on port 9) no longer stops every process at start, and its first use says why."""
+    sso = {"OIDC_RP_CLIENT_ID": "rtvi-dashboard", "OIDC_ISSUER": "http://127.0.0.1:9"}
+    assert manage("check", env=sso).returncode == 0
+    code = "from django.conf import settings; print(settings.OIDC_OP_TOKEN_ENDPOINT)"
+    result = manage("shell", "--no-imports", "-c", code, env=sso)
+    assert result.returncode != 0
+    assert "OIDC_ISSUER: could not read http://127.0.0.1:9/.well-known/openid-configuration" in result.stderr
+
+
 def test_a_malformed_boolean_is_named():
     result = manage("check", env={"DEBUG": "maybe"})
     assert "DEBUG must be true or false" in result.stderr

@@ -8,9 +8,10 @@
 The same upstream as the agent list (dashboard/agents/service.py): the organization's
 `agents_api` (Pipecat Cloud at https://api.pipecat.daily.co/v1, or the
 dashboard's built-in copy of the contract), a private key as bearer token.
-Every call goes through dashboard/agents/upstream.py's fetch_json, so it has the same discipline:
-per-call timeouts, retries on connection errors and 5xx, the AGENTS_DEADLINE,
-one AgentsAPIError whose message says what to do. The `fetch_*` functions
+Every call goes through dashboard/agents/upstream.py's fetch_json, and so through the outbound
+client (dashboard/net/outbound.py), so it has the same discipline: per-call timeouts, retries on
+connection errors and 5xx, the AGENTS_DEADLINE, the address guard, the outbound metrics, one
+AgentsAPIError whose message says what to do. The `fetch_*` functions
 raise it; the `get_*` functions, for pages, never raise: they answer a
 `Fetched` through the same cache layer as the agent list (upstream.cached:
 single-flight, stale-on-error with the answer's age, failure back-off,

@@ -4,8 +4,10 @@ Pipecat Cloud's private API (or the dashboard's built-in copy of it, dashboard/a
 by two clients: the agents list (dashboard/agents/service.py) and the rest of the platform's API
 (dashboard/agents/pipecat_cloud.py: an agent's status, its sessions, its logs). Both go through this module:
 
-- `fetch_json`: one `GET`, retried on connection errors and 5xx, with an overall deadline
-  (AGENTS_DEADLINE) however slowly the upstream answers; every way it can fail becomes one
+- `fetch_json`: one `GET` through the outbound client (dashboard/net/outbound.py), retried on
+  connection errors and 5xx, with an overall deadline (AGENTS_DEADLINE) however slowly the upstream
+  answers, and refused if an organization's base URL points inside the dashboard's network (only
+  AGENTS_API_BASE_URL's host and OUTBOUND_ALLOWED_HOSTS may); every way it can fail becomes one
   `AgentsAPIError` whose message tells an operator what to do.
 - `field` / `timestamp` / `parse_timestamp`: reading the upstream's JSON into typed records; a body of
   the wrong shape is a `ShapeError`, which `fetch_json` turns into an AgentsAPIError. One timestamp
@@ -24,17 +26,17 @@ import functools
 import logging
 import math
 import re
-import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
+
+from dashboard.net import outbound
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -143,7 +145,7 @@ def timestamp(obj: dict, name: str, where: str) -> datetime | None:
 # --- Fetching --------------------------------------------------------------
 
 
-def _upstream_says(response: httpx.Response) -> str:
+def _upstream_says(response: outbound.Response) -> str:
     """The `error` text of an upstream's JSON error body (Pipecat Cloud's ErrorResponse), if any, shortened."""
     try:
         body = response.json()
@@ -201,7 +203,7 @@ async def fetch_json(
     `parse` rejects (ShapeError). A 404 raises AgentsAPINotFound, with
     `not_found` as its message when given (what a 404 means depends on the
     endpoint). The whole call, retries and body read included, ends by
-    AGENTS_DEADLINE: httpx's read timeout is per read, so an upstream that
+    AGENTS_DEADLINE: a read timeout is per read, so an upstream that
     trickles a byte every few seconds would otherwise never time out.
     """
     if not api_key:
@@ -211,13 +213,38 @@ async def fetch_json(
     url = f"{base_url.rstrip('/')}{path}"
     deadline = settings.AGENTS_DEADLINE
     try:
-        async with asyncio.timeout(deadline):
-            response = await _get(base_url, url, params or {}, api_key)
-    except TimeoutError:
+        response = await outbound.get(
+            url,
+            kind="agents_api",
+            params=params or {},
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeouts=outbound.Timeouts(
+                connect=settings.AGENTS_CONNECT_TIMEOUT, read=settings.AGENTS_READ_TIMEOUT, total=deadline
+            ),
+            retries=settings.AGENTS_RETRIES,
+            backoff=settings.AGENTS_RETRY_BACKOFF,
+            # The operator's own setting names it: the built-in API is this very server, on loopback.
+            allow_hosts=[settings.AGENTS_API_BASE_URL],
+        )
+    except outbound.TimedOut as exc:
+        if exc.phase == "total":
+            raise AgentsAPIError(
+                f"The agents API at {base_url} did not answer within {deadline:g} s (AGENTS_DEADLINE, retries "
+                "included). Check that it is up and not overloaded, or raise AGENTS_DEADLINE."
+            ) from None
+        # A read timeout is not retried: the upstream is slow, and asking again only doubles the wait.
         raise AgentsAPIError(
-            f"The agents API at {base_url} did not answer within {deadline:g} s (AGENTS_DEADLINE, retries "
-            "included). Check that it is up and not overloaded, or raise AGENTS_DEADLINE."
+            f"The agents API at {base_url} did not answer in time. Check that it is up, or raise AGENTS_READ_TIMEOUT."
         ) from None
+    except outbound.Refused as exc:
+        raise AgentsAPIError(f"The agents API at {base_url} was not asked: {exc}.") from None
+    except outbound.Unreachable as exc:
+        raise AgentsAPIError(
+            f"Could not connect to the agents API at {base_url} ({exc}). "
+            "Check AGENTS_API_BASE_URL and that the server is running."
+        ) from None
+    except outbound.OutboundError as exc:
+        raise AgentsAPIError(f"The call to the agents API at {base_url} failed: {exc}.") from None
 
     if response.status_code != 200:
         location = response.headers.get("location", "")
@@ -234,50 +261,6 @@ async def fetch_json(
         return parse(body)
     except ShapeError as exc:
         raise AgentsAPIError(f"The agents API answered in an unexpected shape: {exc}.") from None
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every call: building one (certifi's bundle) takes ~30 ms on the event loop,
-    and a cold agent page makes five calls (bench/agents.py --page agent)."""
-    return httpx.create_ssl_context()
-
-
-async def _get(base_url: str, url: str, params: dict, api_key: str) -> httpx.Response:
-    """The HTTP exchange of `fetch_json`, with its retries; the body is read in full."""
-    timeout = httpx.Timeout(
-        connect=settings.AGENTS_CONNECT_TIMEOUT,
-        read=settings.AGENTS_READ_TIMEOUT,
-        write=settings.AGENTS_READ_TIMEOUT,
-        pool=settings.AGENTS_CONNECT_TIMEOUT,
-    )
-    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
-    attempts = 1 + max(0, settings.AGENTS_RETRIES)
-    async with httpx.AsyncClient(timeout=timeout, headers=headers, verify=_ssl_context()) as client:
-        for attempt in range(attempts):
-            last_try = attempt == attempts - 1
-            try:
-                response = await client.get(url, params=params)
-            except httpx.TimeoutException:
-                # A read timeout is not retried: the upstream is slow, and
-                # asking again only doubles the wait.
-                raise AgentsAPIError(
-                    f"The agents API at {base_url} did not answer in time. Check that it is up, "
-                    "or raise AGENTS_READ_TIMEOUT."
-                ) from None
-            except httpx.ConnectError as exc:
-                if last_try:
-                    raise AgentsAPIError(
-                        f"Could not connect to the agents API at {base_url} ({exc}). "
-                        "Check AGENTS_API_BASE_URL and that the server is running."
-                    ) from None
-            except httpx.HTTPError as exc:
-                raise AgentsAPIError(f"The call to the agents API at {base_url} failed: {exc}.") from None
-            else:
-                if response.status_code < 500 or last_try:
-                    break
-            await asyncio.sleep(settings.AGENTS_RETRY_BACKOFF * 2**attempt)
-    return response
 
 
 # --- Caching ---------------------------------------------------------------

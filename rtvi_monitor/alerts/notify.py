@@ -19,7 +19,6 @@ reminders; they get the acknowledgement and the resolution even while the
 alert is silenced, so that their incident follows the dashboard's.
 """
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
@@ -28,6 +27,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 
+from dashboard.net import guard
 from rtvi_monitor.alerts.models import AlertChannel, AlertRule
 
 Kind = AlertChannel.Kind
@@ -84,6 +84,7 @@ class Request:
     user_url: bool = False  # a URL a rule's author gave: checked against the private network, and pinned
     refuse_4xx: bool = False  # a 4xx (but 408, 429) will not mend with retries: the message is refused
     name: str = ""  # how messages name the receiver
+    kind: str = Kind.WEBHOOK  # the outbound metrics' kind of target (dashboard/net/outbound.py)
 
 
 def slack_text(text: str) -> str:
@@ -126,7 +127,7 @@ def slack(body: dict, url: str) -> Request:
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
     text = slack_text(headline(body)) + (f" <{alert['url']}>" if is_absolute(alert["url"]) else "")
-    return Request(url, {"text": text, "blocks": blocks}, user_url=True, refuse_4xx=True, name="Slack")
+    return Request(url, {"text": text, "blocks": blocks}, user_url=True, refuse_4xx=True, name="Slack", kind=Kind.SLACK)
 
 
 PAGERDUTY_ACTIONS = {"fired": "trigger", "reminder": "trigger", "acknowledged": "acknowledge", "resolved": "resolve"}
@@ -166,7 +167,7 @@ def pagerduty(body: dict, routing_key: str, action: str | None = None) -> Reques
             )
             if is_absolute(href)
         ]
-    return Request(settings.ALERT_PAGERDUTY_URL, event, refuse_4xx=True, name="PagerDuty")
+    return Request(settings.ALERT_PAGERDUTY_URL, event, refuse_4xx=True, name="PagerDuty", kind=Kind.PAGERDUTY)
 
 
 def opsgenie(body: dict, key: str, action: str | None = None) -> Request:
@@ -179,7 +180,7 @@ def opsgenie(body: dict, key: str, action: str | None = None) -> Request:
         note = f"Acknowledged in the RTVI dashboard by {by}" if by else "Resolved in the RTVI dashboard"
         json = {"source": "RTVI dashboard", "note": note, **({"user": by[:100]} if by else {})}
         url = f"{base}/v2/alerts/{quote(alias, safe='')}/{action}?identifierType=alias"
-        return Request(url, json, headers, refuse_4xx=True, name="Opsgenie")
+        return Request(url, json, headers, refuse_4xx=True, name="Opsgenie", kind=Kind.OPSGENIE)
     agent = (body.get("agent") or {}).get("name")
     details = {"rule": body["rule"]["name"], "condition": body["rule"]["condition"], "dashboard": body["alert"]["url"]}
     if body.get("runbook_url"):
@@ -201,7 +202,7 @@ def opsgenie(body: dict, key: str, action: str | None = None) -> Request:
         "tags": [t for t in ("rtvi", body["rule"]["condition"], "test" if body.get("test") else "") if t],
         **({"entity": agent[:512]} if agent else {}),
     }
-    return Request(f"{base}/v2/alerts", json, headers, refuse_4xx=True, name="Opsgenie")
+    return Request(f"{base}/v2/alerts", json, headers, refuse_4xx=True, name="Opsgenie", kind=Kind.OPSGENIE)
 
 
 def requests_for(target: Target, body: dict) -> list[Request]:
@@ -239,12 +240,8 @@ ASKS = {  # what each kind is given, as a form and the API name it
 
 
 def private_address(host: str) -> bool:
-    """Whether `host` is an IP address inside a private network (or loopback); a name is not."""
-    try:
-        ip = ipaddress.ip_address(host.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    return not ip.is_global or ip.is_multicast
+    """Whether `host` is an IP address no call goes to by default (dashboard/net/guard.py); a name is not."""
+    return bool(guard.blocked(host))
 
 
 def check_url(url: str, name: str = "url", limit: int = 300) -> str:
@@ -256,8 +253,13 @@ def check_url(url: str, name: str = "url", limit: int = 300) -> str:
     except ValidationError:
         raise ValueError(f"{name}: expected an http(s) URL of at most {limit} characters") from None
     host = urlsplit(url).hostname or ""
-    if not settings.ALERT_WEBHOOK_ALLOW_PRIVATE and (host == "localhost" or private_address(host)):
-        # Names are checked again when a message is sent: they may resolve to anything later.
+    allowed = guard.allowed()  # OUTBOUND_ALLOWED_HOSTS
+    if (
+        not settings.ALERT_WEBHOOK_ALLOW_PRIVATE
+        and (host == "localhost" or private_address(host))
+        and not (allowed.names_host(host) or allowed.covers(host))
+    ):
+        # Names are checked again when a message is sent (dashboard/net/guard.py): they may resolve to anything later.
         raise ValueError(f"{name}: a private or loopback address; set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow it")
     return url
 

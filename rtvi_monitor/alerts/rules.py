@@ -33,13 +33,10 @@ closes with it. What people do about an alert is rtvi_monitor/alerts/actions.py.
 
 import asyncio
 import logging
-import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -49,11 +46,12 @@ from django.utils import timezone
 
 from dashboard.agents import service as agents_service
 from dashboard.agents.models import Agent
+from dashboard.net import outbound
 from dashboard.org.models import Organization
 from dashboard.web.display import duration_text
 from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertRule
-from rtvi_monitor.alerts.notify import Target, private_address, slack_text
+from rtvi_monitor.alerts.notify import Target, slack_text
 from rtvi_monitor.core.reducer.turns import percentile
 from rtvi_monitor.live.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.models import Lease
@@ -577,40 +575,6 @@ def send_email(target: str, body: dict) -> None:
 REFUSED = "refused: "  # an error no retry can mend
 
 
-async def check_target(url: str) -> tuple[str, str | None]:
-    """('', address to connect to) if a webhook may go to `url`, or (why not, None).
-
-    Unless ALERT_WEBHOOK_ALLOW_PRIVATE, every address the host resolves to
-    must be public: a rule's author must not reach the dashboard's own
-    network (Redis, PostgreSQL, cloud metadata) through it. The POST then
-    goes to the address checked, so a name that resolves differently the
-    second time (DNS rebinding) gains nothing.
-    """
-    if settings.ALERT_WEBHOOK_ALLOW_PRIVATE:
-        return "", None
-    parts = urlsplit(url)
-    try:
-        infos = await asyncio.to_thread(socket.getaddrinfo, parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        return f"could not resolve {parts.hostname}: {exc}", None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
-    private = [address for address in addresses if private_address(address)]
-    if private or not addresses:
-        return (
-            f"{REFUSED}{parts.hostname} resolves to a private address ({', '.join(private)}); "
-            "set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow webhooks inside your network"
-        ), None
-    return "", addresses[0]
-
-
-def pinned(url: str, address: str) -> tuple[str, dict, dict]:
-    """The URL with its host replaced by `address`, the Host header, and the TLS name to check."""
-    parts = urlsplit(url)
-    host = f"[{address}]" if ":" in address else address
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc)), {"Host": parts.netloc}, {"sni_hostname": parts.hostname}
-
-
 def target_of(delivery: AlertDelivery) -> Target | None:
     """Where a delivery goes: the rule's own webhook or e-mail (its target), or its channel (None once removed)."""
     if delivery.alert_channel_id is None:
@@ -620,18 +584,33 @@ def target_of(delivery: AlertDelivery) -> Target | None:
     return alert_channels.of_channel(delivery.alert_channel)
 
 
-async def post(request: alert_channels.Request, client: httpx.AsyncClient) -> tuple[str, str]:
-    """One request sent: ('', the receiver's answer) or (what went wrong, the answer if any)."""
-    url, headers, extensions = request.url, dict(request.headers), {}
-    if request.user_url:
-        refused, address = await check_target(request.url)
-        if refused:
-            return refused, ""
-        if address:
-            url, host, extensions = pinned(request.url, address)
-            headers.update(host)
-    # No redirects (httpx's default): a public URL must not bounce the POST inside the network.
-    response = await client.post(url, json=request.json, headers=headers, extensions=extensions)
+async def post(request: alert_channels.Request) -> tuple[str, str]:
+    """One request sent: ('', the receiver's answer) or (what went wrong, the answer if any).
+
+    Through the outbound client (dashboard/net/outbound.py). A rule author's URL (`user_url`) is
+    checked unless ALERT_WEBHOOK_ALLOW_PRIVATE: every address its host resolves to must be public (a
+    rule's author must not reach the dashboard's own network: Redis, PostgreSQL, cloud metadata), and
+    the POST goes to the address checked. PagerDuty's and Opsgenie's URLs are the operator's settings.
+    A POST is tried again at once only if it was never sent (no connection); the delivery's own
+    retries (ALERT_DELIVERY_ATTEMPTS) do the rest. No redirects: a public URL must not bounce it
+    inside the network.
+    """
+    timeout = settings.ALERT_WEBHOOK_TIMEOUT
+    try:
+        response = await outbound.post(
+            request.url,
+            kind=request.kind,
+            json=request.json,
+            headers=request.headers,
+            timeouts=outbound.Timeouts(connect=timeout, read=timeout, total=2 * timeout),
+            retries=1,
+            guard=request.user_url and not settings.ALERT_WEBHOOK_ALLOW_PRIVATE,
+        )
+    except outbound.Refused as exc:
+        hint = "or set ALERT_WEBHOOK_ALLOW_PRIVATE=true to allow webhooks inside your network"
+        return f"{REFUSED}{exc}, {hint}", ""
+    except outbound.OutboundError as exc:
+        return str(exc), ""
     answer = f"HTTP {response.status_code}: {response.text[:500]}"
     if response.is_success:
         return "", answer
@@ -640,7 +619,7 @@ async def post(request: alert_channels.Request, client: httpx.AsyncClient) -> tu
     return f"{refused}HTTP {code} from {request.name}" + (f": {response.text[:300]}" if refused else ""), answer
 
 
-async def send(target: Target, body: dict, client: httpx.AsyncClient, *, test: bool = False) -> tuple[str, list[str]]:
+async def send(target: Target, body: dict, *, test: bool = False) -> tuple[str, list[str]]:
     """One message to one place: ('' or what went wrong, the receivers' answers)."""
     answers = []
     try:
@@ -649,7 +628,7 @@ async def send(target: Target, body: dict, client: httpx.AsyncClient, *, test: b
             return "", [f"handed to the e-mail backend for {target.address}"]
         requests = (alert_channels.test_requests_for if test else alert_channels.requests_for)(target, body)
         for request in requests:
-            error, answer = await post(request, client)
+            error, answer = await post(request)
             answers.append(answer or error)
             if error:
                 return error, answers
@@ -658,19 +637,18 @@ async def send(target: Target, body: dict, client: httpx.AsyncClient, *, test: b
         return f"{type(exc).__name__}: {exc}"[:2000], answers
 
 
-async def deliver(delivery: AlertDelivery, client: httpx.AsyncClient) -> str:
+async def deliver(delivery: AlertDelivery) -> str:
     """Send one claimed delivery; returns '' when it went, or what went wrong."""
     target = target_of(delivery)
     if target is None:
         return f"{REFUSED}its channel was removed"
-    error, _ = await send(target, delivery.body, client)
+    error, _ = await send(target, delivery.body)
     return error
 
 
 async def send_test(target: Target, body: dict) -> tuple[str, list[str]]:
     """A test message sent now (a test-send button): what went wrong if anything, and each answer."""
-    async with httpx.AsyncClient(timeout=settings.ALERT_WEBHOOK_TIMEOUT) as client:
-        return await send(target, body, client, test=True)
+    return await send(target, body, test=True)
 
 
 # --- the loop -----------------------------------------------------------------------
@@ -692,7 +670,7 @@ async def failing_context(organizations) -> dict:
     return {"agents_api": failing}
 
 
-async def step(client: httpx.AsyncClient) -> bool:
+async def step() -> bool:
     """One round: if this process holds the lease, evaluate every rule and send what is due. True if it did."""
     interval = settings.ALERT_EVALUATE_INTERVAL
     holder = SERVER_ID
@@ -713,7 +691,7 @@ async def step(client: httpx.AsyncClient) -> bool:
         if not claimed:
             break
         (delivery,) = claimed
-        error = await deliver(delivery, client)
+        error = await deliver(delivery)
         if error:
             logger.warning("Alert delivery %s (%s) failed: %s", delivery.pk, delivery.target, error)
         await in_db_thread(record, delivery, error, timezone.now(), executor=ALERTS_THREAD)
@@ -721,13 +699,12 @@ async def step(client: httpx.AsyncClient) -> bool:
 
 
 async def run() -> None:
-    async with httpx.AsyncClient(timeout=settings.ALERT_WEBHOOK_TIMEOUT) as client:
-        while True:
-            try:
-                await step(client)
-            except Exception:
-                logger.exception("Alert evaluation failed; trying again in %s s", settings.ALERT_EVALUATE_INTERVAL)
-            await asyncio.sleep(settings.ALERT_EVALUATE_INTERVAL)
+    while True:
+        try:
+            await step()
+        except Exception:
+            logger.exception("Alert evaluation failed; trying again in %s s", settings.ALERT_EVALUATE_INTERVAL)
+        await asyncio.sleep(settings.ALERT_EVALUATE_INTERVAL)
 
 
 _tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}

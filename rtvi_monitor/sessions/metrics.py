@@ -9,6 +9,9 @@ Two kinds, both per organization (a scrape sees only its own organization's seri
 - read from the database at scrape time, so the same from any process:
   live sessions and ended sessions by agent and end reason.
 
+The outbound HTTP client's own (dashboard/net/outbound.py: calls, their time, retries, by kind of
+target and outcome) are the process's, with no organization label: every organization's scrape shows them.
+
 Every series with an `agent` label (the agent's id, stable) also carries `agent_name`, the name a person
 reads, added at scrape time from the organization's agents (`_AgentNames`): one name per agent, so the
 series are as many as before (a renamed agent's series keep their id and take the new name). A series of
@@ -23,11 +26,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from dashboard.agents.models import Agent
+from dashboard.net import outbound
 from rtvi_monitor.core.protocol import CATALOG
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.sessions.models import FAILED_ENDS, Session
 
 REGISTRY = CollectorRegistry()  # this process's own; the default one would mix in other libraries'
+REGISTRY.register(outbound.REGISTRY)  # the outbound client's: process-level, in every organization's view
 
 MESSAGES = Counter(
     "rtvi_messages_ingested", "RTVI messages stored, by result", ["organization", "result"], registry=REGISTRY
