@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtvi_monitor.core.reducer.turns import percentile
+from rtvi_monitor.core.reducer.turns import percentile, told_again
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.core.state import Event
 
@@ -87,7 +87,7 @@ ACK_PHRASES = ("i see", "got it")
 
 MAX_TURNS = 2000  # kept per session (the newest); a session page shows them all
 MAX_TEXT = 300  # characters of a turn's user and bot text kept for the table
-MERGE_S = 1.0  # a bot-interrupted this close after a user's interruption is the same one (state.INTERRUPTION_MERGE_S)
+CUT_S = 1.0  # the bot stopping this soon after the user began speaking over it (and stopped) was cut off by it
 EPSILON = 0.0005  # seconds: clocks in ms; closer than this is "at the same time"
 # Voice activity over the bot is still the bot's to take as a turn this long after it ended (a minimum-words
 # strategy decides on the final transcription, which comes after the speech); its finals may come as late.
@@ -314,6 +314,11 @@ class _Floor:
         turn.interruptions.append(interruption)
         self.interruptions.append(interruption)
         return interruption
+
+    def last_told(self) -> float | None:
+        """When the last interruption that a bot-interrupted may tell again began: any but voice activity the
+        bot did not take (that never cut it off, and sends none)."""
+        return next((i.at for i in reversed(self.interruptions) if not i.voice), None)
 
 
 class _VoiceActivity:
@@ -713,21 +718,20 @@ class _Walk:
         for interruption in turn.interruptions:
             if interruption.cut_at is not None or interruption.voice:
                 continue  # cut already; or voice activity the bot did not take, which never cuts
-            if interruption is floor.open or interruption.speech_end is None or at - interruption.at < MERGE_S:
+            if interruption is floor.open or interruption.speech_end is None or at - interruption.at < CUT_S:
                 interruption.cut_at = at
                 interruption.spoken_words = turn.spoken_words()
             elif interruption.opened is not None:
                 interruption.opened.spoken_past = True  # the user had stopped; the bot spoke on past it
 
     def bot_interrupted(self, at: float) -> None:
-        # Pipecat sends it at every user turn start; it is an interruption only while the bot speaks, and
-        # the user's own (just before it) when there was one.
+        # Pipecat sends it at every user turn start; it is an interruption only while the bot speaks, and not
+        # when it tells of the last one again (the user's speech just before it: turns.told_again, the reducer's
+        # rule too).
         turn = self.floor.speaking
         held = self.voice.take()  # the bot took the speech under way as a turn
-        if turn is not None:
-            spoken_over = [i for i in turn.interruptions if not i.voice]
-            if not (spoken_over and at - spoken_over[-1].at < MERGE_S):
-                self.floor.spoken_over(at, "client", turn, speech_end=at)
+        if turn is not None and not told_again(self.floor.last_told(), at):
+            self.floor.spoken_over(at, "client", turn, speech_end=at)
         self.user.finals(held)
 
 
