@@ -12,6 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from rtvi_monitor.core import diagnosis as turns
+from rtvi_monitor.core.reducer.turns import INTERRUPTION_MERGE_S
 from rtvi_monitor.core.state import Event as StateEvent
 from rtvi_monitor.core.state import replay
 from rtvi_monitor.sessions.models import Event, Session, Span
@@ -732,6 +733,56 @@ def test_voice_only_speech_over_the_bot_never_adds_a_turn_nor_moves_a_stage(data
         "interruptions": before["counts"]["interruptions"] + len(over),
         "backchannels": before["counts"]["backchannels"] + len(over),
     }
+
+
+# --- one interruption rule, the reducer's and the diagnosis' (core/reducer/turns.py, told_again) ----------
+
+
+@st.composite
+def speech_over_the_bot(draw):
+    """Both sides speaking (each side's starts and stops in turn, as a bot sends them) and bot-interrupted
+    anywhere, at gaps on either side of the merge window, clocks sometimes skewed back."""
+    speaking = {"user": False, "bot": False}
+    t, events = 100.0, []
+    for seq in range(1, draw(st.integers(1, 40)) + 1):
+        kind = draw(st.sampled_from(["user", "bot", "bot-interrupted"]))
+        if kind == "bot-interrupted":
+            message = rtvi("bot-interrupted")
+        else:
+            message = rtvi(f"{kind}-{'stopped' if speaking[kind] else 'started'}-speaking")
+            speaking[kind] = not speaking[kind]
+        t += draw(st.sampled_from([0.0, 0.05, 0.5, 0.95, 0.999, 1.0, 1.05, 2.0, -0.3]))
+        events.append(StateEvent(seq, "to-client", t, message))
+    return events
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(speech_over_the_bot())
+def test_the_reducer_and_the_diagnosis_find_the_same_interruptions(events):
+    """The live state's interruptions are the diagnosis' (which also has what the reducer does not read:
+    backchannels the bot marks, voice activity it does not take)."""
+    reducer = replay(events).interruptions
+    diagnosed = [i["at"] for turn in turns.diagnose(events)["turns"] for i in turn["interruptions"]]
+    assert sorted(diagnosed) == sorted(reducer)
+
+
+@pytest.mark.parametrize(
+    "after, interruptions",
+    [(0.02, 1), (0.5, 1), (INTERRUPTION_MERGE_S - 0.001, 1), (INTERRUPTION_MERGE_S, 2), (1.5, 2), (-0.5, 1), (-1.5, 2)],
+)
+def test_a_bot_interrupted_within_the_merge_window_of_the_users_speech_is_that_interruption(after, interruptions):
+    """Pipecat's bot-interrupted just after the user's speech cut the bot off tells of that cut; later, the
+    client's own. Either way, the reducer and the diagnosis say the same."""
+    events = at_times(
+        [
+            (10.0, rtvi("bot-started-speaking")),
+            (11.0, rtvi("user-started-speaking")),
+            (11.0 + after, rtvi("bot-interrupted")),
+            (13.0, rtvi("bot-stopped-speaking")),
+        ]
+    )
+    assert len(replay(events).interruptions) == interruptions
+    assert turns.diagnose(events)["counts"]["interruptions"] == interruptions
 
 
 # --- the demo bot's backchannel call (rtvi_dashboard.demo), through the reducer and the diagnosis ----------

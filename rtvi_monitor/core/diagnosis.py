@@ -67,11 +67,11 @@ bot-output's sentences).
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtvi_monitor.core.reducer.turns import percentile
+from rtvi_monitor.core.reducer.turns import percentile, told_again
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.core.state import Event
 
@@ -87,7 +87,7 @@ ACK_PHRASES = ("i see", "got it")
 
 MAX_TURNS = 2000  # kept per session (the newest); a session page shows them all
 MAX_TEXT = 300  # characters of a turn's user and bot text kept for the table
-MERGE_S = 1.0  # a bot-interrupted this close after a user's interruption is the same one (state.INTERRUPTION_MERGE_S)
+CUT_S = 1.0  # the bot stopping this soon after the user began speaking over it (and stopped) was cut off by it
 EPSILON = 0.0005  # seconds: clocks in ms; closer than this is "at the same time"
 # Voice activity over the bot is still the bot's to take as a turn this long after it ended (a minimum-words
 # strategy decides on the final transcription, which comes after the speech); its finals may come as late.
@@ -278,24 +278,15 @@ def _number(value: Any) -> float | None:
     return float(value) if value == value and abs(value) != float("inf") else None
 
 
-class _Walk:
-    """One pass over a session's messages (see diagnose)."""
+class _Floor:
+    """The turns so far and who has the floor: what every part of the walk reads and moves (see diagnose)."""
 
-    def __init__(self, backchannel_seconds: float, backchannel_words: int):
-        self.backchannel_seconds = backchannel_seconds
-        self.backchannel_words = backchannel_words
+    def __init__(self):
         self.turns: list[_Turn] = []
         self.turn: _Turn | None = None  # the newest turn
         self.speaking: _Turn | None = None  # the turn whose reply the bot is speaking now
         self.open: Interruption | None = None  # the user's speech over the bot that has not ended yet
-        self.voice: _Voice | None = None  # voice activity over the bot the bot has not taken as a turn (yet)
-        self.aside: Interruption | None = None  # the last such voice settled as a backchannel
         self.interruptions: list[Interruption] = []
-        self.seen: set[str] = set()  # message types the session has
-        self.text_source: dict[str, str] = {}  # "llm"/"tts" -> the type that carries it (as the reducer decides)
-        self.chat_ids: set[str] = set()
-
-    # --- turns ---
 
     def new_turn(self, started_by: str) -> _Turn:
         if self.turn is not None and self.turn.at.get("bot_started") is None:
@@ -311,49 +302,144 @@ class _Walk:
         if self.speaking is not None:
             return self.speaking  # a backchannel's turn, opened while the bot speaks, has no reply yet
         turn = self.turn
-        if turn is None or (turn.at.get("bot_stopped") is not None and self.speaking is None):
+        if turn is None or turn.at.get("bot_stopped") is not None:
             return self.new_turn("bot")
         return turn
 
-    # --- the walk ---
+    def spoken_over(self, at: float, by: str, turn: _Turn, **fields: Any) -> Interruption:
+        """A new interruption of `turn`'s reply, with the words of it spoken so far (unless `fields` say)."""
+        if "spoken_words" not in fields:
+            fields["spoken_words"] = turn.spoken_words()
+        interruption = Interruption(at=at, by=by, turn=turn, **fields)
+        turn.interruptions.append(interruption)
+        self.interruptions.append(interruption)
+        return interruption
 
-    def apply(self, event: Event) -> None:
-        message = event.message
-        if not event.valid or not isinstance(message, dict):
-            return
-        kind = message.get("type")
-        if kind not in TYPES:
-            return
-        at = _number(event.received_at)
-        if at is None:
-            return
-        data = message.get("data") if isinstance(message.get("data"), dict) else {}
-        self.seen.add(kind)
-        voice = self.voice
+    def last_told(self) -> float | None:
+        """When the last interruption that a bot-interrupted may tell again began: any but voice activity the
+        bot did not take (that never cut it off, and sends none)."""
+        return next((i.at for i in reversed(self.interruptions) if not i.voice), None)
+
+
+class _VoiceActivity:
+    """Pipecat 1.4+'s raw voice activity (vad-user-*) over the bot: speech the bot may or may not take as a turn.
+
+    Until the bot takes it (a user turn), or lets it pass (VOICE_GRACE_S after it, or when the bot speaks on
+    to its reply's end), its final transcriptions are held: whose they are depends on which.
+    """
+
+    def __init__(self, floor: _Floor):
+        self.floor = floor
+        self.current: _Voice | None = None  # voice activity over the bot the bot has not taken as a turn (yet)
+        self.aside: Interruption | None = None  # the last such voice settled as a backchannel
+
+    def lapse(self, at: float) -> None:
+        """Time went by: voice activity over VOICE_GRACE_S ago that the bot did not take is a backchannel."""
+        voice = self.current
         if voice is not None and voice.end is not None and at - voice.end > VOICE_GRACE_S:
-            self.settle_voice()  # the bot let it pass: a backchannel
-        handler = getattr(self, "on_" + kind.replace("-", "_"), None)
-        if handler is not None:
-            handler(at, data, message, event)
+            self.settle()
 
-    def on_user_started_speaking(self, at, data, message, event):
-        held = self.take_voice()
-        self._user_started(at)
-        for final_at, text in held:  # the words the bot took the turn on belong to the turn it opened
-            self._final(final_at, text)
-
-    def _user_started(self, at: float) -> None:
-        if self.speaking is not None:
-            speaking = self.speaking
-            turn = self.new_turn("user")
-            turn.mark("user_started", at)
-            interruption = Interruption(at=at, by="user", turn=speaking, opened=turn)
-            interruption.spoken_words = speaking.spoken_words()
-            speaking.interruptions.append(interruption)
-            self.interruptions.append(interruption)
-            self.open = interruption
+    def started(self, at: float) -> None:
+        voice, floor = self.current, self.floor
+        if voice is not None and not voice.spoke_on:
+            voice.end = None  # the same speech going on after a pause (or the start sent again)
             return
-        turn = self.turn
+        self.settle()
+        if floor.speaking is not None and floor.open is None:
+            self.current = _Voice(at, floor.speaking, floor.speaking.spoken_words())
+
+    def stopped(self, at: float) -> None:
+        if self.current is not None and self.current.end is None:
+            self.current.end = at
+
+    def take(self) -> list:
+        """The bot started (or ended) a user turn: the voice activity under way (or just over) was that turn, not
+        a backchannel; its held finals are the turn's. Unless the bot spoke on past its end: then a backchannel,
+        and the turn is new speech."""
+        voice = self.current
+        if voice is None:
+            return []
+        if voice.spoke_on:
+            self.settle()
+            return []
+        self.current = None
+        return voice.finals
+
+    def settle(self, decided: bool = True) -> None:
+        """The voice activity over the bot passed without the bot taking it: a backchannel of that reply."""
+        voice, self.current = self.current, None
+        if voice is None:
+            return
+        texts: list[str] = []
+        for _, text in voice.finals:
+            if text.strip() and (not texts or texts[-1] != text):
+                texts.append(text)
+        self.aside = self.floor.spoken_over(
+            voice.start,
+            "user",
+            voice.over,
+            speech_end=voice.end,
+            text=" ".join(texts) or (voice.marked or ""),
+            marked_backchannel=voice.marked is not None,
+            spoken_words=voice.spoken_words,
+            voice=True,
+            decided=decided,
+        )
+
+    def bot_stopped(self, turn: _Turn) -> None:
+        voice = self.current
+        if voice is not None and voice.over is turn and voice.end is not None:
+            voice.spoke_on = True  # its finals may still come (within VOICE_GRACE_S); a user turn now is new speech
+
+    def hold(self, at: float, text: str) -> bool:
+        """Whether a final transcription is the voice activity's (held until it is settled, or a late one of the
+        backchannel it was), not a turn's."""
+        if self.current is not None:
+            if len(self.current.finals) < 256:
+                self.current.finals.append((at, text))  # whose it is depends on whether the bot takes the speech
+            return True
+        return self._late_aside(text)
+
+    def _late_aside(self, text: str) -> bool:
+        """A final that comes after a backchannel's grace while the bot still speaks on: that backchannel's."""
+        aside, floor = self.aside, self.floor
+        if (
+            aside is None
+            or floor.speaking is not aside.turn
+            or floor.open is not None
+            or floor.interruptions[-1] is not aside
+            or floor.turn is not aside.turn
+        ):
+            return False
+        if text.strip() and not aside.text.endswith(text):
+            aside.text = f"{aside.text} {text}".strip()
+        return True
+
+    def mark(self, text: str) -> bool:
+        """The bot called the voice activity under way a backchannel: one backchannel, not two."""
+        if self.current is None or self.floor.open is not None:
+            return False
+        self.current.marked = self.current.marked or text
+        return True
+
+
+class _User:
+    """The user's side of the turns: their speech, its final transcriptions, typed text, backchannels marked."""
+
+    def __init__(self, floor: _Floor, voice: _VoiceActivity):
+        self.floor = floor
+        self.voice = voice
+        self.chat_ids: set[str] = set()  # send-text ids, whose user-input "chat" echo is the same text
+
+    def started(self, at: float) -> None:
+        floor = self.floor
+        if floor.speaking is not None:
+            speaking = floor.speaking
+            turn = floor.new_turn("user")
+            turn.mark("user_started", at)
+            floor.open = floor.spoken_over(at, "user", speaking, opened=turn)
+            return
+        turn = floor.turn
         # More speech after a pause continues the user's turn; not after words the bot spoke on past (those
         # were over, a backchannel, or words it never answered): then the user starts a turn of their own.
         if turn is not None and turn.started_by == "user" and not turn.has_reply() and not turn.spoken_past:
@@ -362,12 +448,11 @@ class _Walk:
                 turn.at.pop("user_stopped")
             turn.mark("user_started", at)
             return
-        self.new_turn("user").mark("user_started", at)
+        floor.new_turn("user").mark("user_started", at)
 
-    def on_user_stopped_speaking(self, at, data, message, event):
-        for final_at, text in self.take_voice():  # a turn whose start was not sent: its words came first
-            self._final(final_at, text)
-        turn = self.turn
+    def stopped(self, at: float) -> None:
+        floor = self.floor
+        turn = floor.turn
         # The user's own turn, unless the bot has answered it already (then this stop starts one with no start).
         fits = (
             turn is not None
@@ -376,183 +461,121 @@ class _Walk:
             and (not turn.has_reply() or turn.at.get("user_stopped") is None)
         )
         if not fits:
-            turn = self.new_turn("user")
+            turn = floor.new_turn("user")
         turn.mark("user_stopped", at, last=True)
-        if self.open is not None:
-            self.open.speech_end = at
-            self.open = None
+        if floor.open is not None:
+            floor.open.speech_end = at
+            floor.open = None
 
-    # --- voice activity (Pipecat 1.4+): speech the bot may or may not take as a turn ---
+    def finals(self, held: list) -> None:
+        for at, text in held:
+            self.final(at, text)
 
-    def on_vad_user_started_speaking(self, at, data, message, event):
-        voice = self.voice
-        if voice is not None and not voice.spoke_on:
-            voice.end = None  # the same speech going on after a pause (or the start sent again)
+    def final(self, at: float, text: str) -> None:
+        if self.voice.hold(at, text):
             return
-        self.settle_voice()
-        if self.speaking is not None and self.open is None:
-            self.voice = _Voice(at, self.speaking, self.speaking.spoken_words())
-
-    def on_vad_user_stopped_speaking(self, at, data, message, event):
-        if self.voice is not None and self.voice.end is None:
-            self.voice.end = at
-
-    def take_voice(self) -> list:
-        """The bot started (or ended) a user turn: the voice activity under way (or just over) was that turn, not
-        a backchannel; its held finals are the turn's. Unless the bot spoke on past its end: then a backchannel,
-        and the turn is new speech."""
-        voice = self.voice
-        if voice is None:
-            return []
-        if voice.spoke_on:
-            self.settle_voice()
-            return []
-        self.voice = None
-        return voice.finals
-
-    def settle_voice(self, decided: bool = True) -> None:
-        """The voice activity over the bot passed without the bot taking it: a backchannel of that reply."""
-        voice, self.voice = self.voice, None
-        if voice is None:
-            return
-        texts: list[str] = []
-        for _, text in voice.finals:
-            if text.strip() and (not texts or texts[-1] != text):
-                texts.append(text)
-        interruption = Interruption(
-            at=voice.start,
-            by="user",
-            turn=voice.over,
-            speech_end=voice.end,
-            text=" ".join(texts) or (voice.marked or ""),
-            marked_backchannel=voice.marked is not None,
-            spoken_words=voice.spoken_words,
-            voice=True,
-            decided=decided,
-        )
-        voice.over.interruptions.append(interruption)
-        self.interruptions.append(interruption)
-        self.aside = interruption
-
-    def _late_aside(self, text: str) -> bool:
-        """A final that comes after a backchannel's grace while the bot still speaks on: that backchannel's."""
-        aside = self.aside
-        if (
-            aside is None
-            or self.speaking is not aside.turn
-            or self.open is not None
-            or self.interruptions[-1] is not aside
-            or self.turn is not aside.turn
-        ):
-            return False
-        if text.strip() and not aside.text.endswith(text):
-            aside.text = f"{aside.text} {text}".strip()
-        return True
-
-    def _final(self, at: float, text: str) -> None:
-        if self.voice is not None:
-            if len(self.voice.finals) < 256:
-                self.voice.finals.append((at, text))  # whose it is depends on whether the bot takes the speech
-            return
-        if self._late_aside(text):
-            return
-        turn = self.turn
+        floor = self.floor
+        turn = floor.turn
         fits = (
             turn is not None
             and turn.started_by == "user"
             and (not turn.has_reply() or (turn.at.get("transcript") is None and turn.at.get("bot_started") is None))
         )
         if not fits:
-            turn = self.new_turn("user")
+            turn = floor.new_turn("user")
         if turn.at.get("llm_started") is None and turn.at.get("bot_started") is None:
             turn.mark("transcript", at, last=True)  # the last final before the reply is what the LLM answered
         else:
             turn.mark("transcript", at)
         turn.finals.append((at, text))
-        interruption = next((i for i in self.interruptions[::-1] if i.opened is turn), None)
+        interruption = next((i for i in floor.interruptions[::-1] if i.opened is turn), None)
         if interruption is not None:
             interruption.text = turn.user_text()
 
-    def on_user_transcription(self, at, data, message, event):
+    def transcription(self, at: float, data: dict) -> None:
         if data.get("final") is True and isinstance(data.get("text"), str):
-            self._final(at, data["text"])
+            self.final(at, data["text"])
 
-    def on_user_input(self, at, data, message, event):
+    def user_input(self, at: float, data: dict) -> None:
         kind, text = data.get("input_type"), data.get("text")
         if not isinstance(text, str):
             return
         if kind == "transcription" and data.get("final") is not False:
-            self._final(at, text)
+            self.final(at, text)
         elif kind == "chat" and data.get("msg_id") not in self.chat_ids:
-            self._text(at, text)
+            self.text(at, text)
         elif kind == "backchannel":
-            self._backchannel(at, text)
+            self.backchannel(at, text)
 
-    def on_send_text(self, at, data, message, event):
+    def send_text(self, at: float, data: dict, message: dict, event: Event) -> None:
         if event.direction != "from-client" or not isinstance(data.get("content"), str):
             return
         if isinstance(message.get("id"), str):
             self.chat_ids.add(message["id"])
-        self._text(at, data["content"])
+        self.text(at, data["content"])
 
-    def _text(self, at: float, text: str) -> None:
-        turn = self.new_turn("text")
+    def text(self, at: float, text: str) -> None:
+        turn = self.floor.new_turn("text")
         turn.mark("text_sent", at)
         turn.text_sent = text
 
-    def _backchannel(self, at: float, text: str) -> None:
+    def backchannel(self, at: float, text: str) -> None:
         """The bot itself called the user's words a backchannel (Pipecat's user-input "backchannel")."""
-        if self.voice is not None and self.open is None:
-            self.voice.marked = self.voice.marked or text  # the voice activity it was: one backchannel, not two
+        if self.voice.mark(text):
             return
-        interruption = self.open
+        floor = self.floor
+        interruption = floor.open
         if interruption is None or interruption.by != "user":
-            if self.speaking is None:
+            if floor.speaking is None:
                 return
-            interruption = Interruption(at=at, by="user", turn=self.speaking, speech_end=at)
-            interruption.spoken_words = self.speaking.spoken_words()
-            self.speaking.interruptions.append(interruption)
-            self.interruptions.append(interruption)
+            interruption = floor.spoken_over(at, "user", floor.speaking, speech_end=at)
         interruption.marked_backchannel = True
         interruption.text = interruption.text or text
 
-    def on_bot_llm_started(self, at, data, message, event):
-        self.replying().mark("llm_started", at)
 
-    def _llm_text(self, at, data, message, event):
+class _Reply:
+    """The bot's reply: when its parts began (the LLM, its first token, the TTS), its words written and spoken,
+    the time-to-first-byte metrics and the function calls in it."""
+
+    def __init__(self, floor: _Floor):
+        self.floor = floor
+        self.text_source: dict[str, str] = {}  # "llm"/"tts" -> the type that carries it (as the reducer decides)
+
+    def _one_source(self, kind: str, msg_type: str) -> bool:
+        # Pipecat 1.13+ may send both types: the first one the session has is its source.
+        return self.text_source.setdefault(kind, msg_type) == msg_type
+
+    def llm_started(self, at: float) -> None:
+        self.floor.replying().mark("llm_started", at)
+
+    def llm_text(self, at: float, data: dict, msg_type: str) -> None:
         text = data.get("text")
-        if not isinstance(text, str) or self.text_source.setdefault("llm", message["type"]) != message["type"]:
-            return  # Pipecat 1.13+ may send both types: the first one the session has is its source
-        if not text:
+        if not isinstance(text, str) or not self._one_source("llm", msg_type) or not text:
             return
-        turn = self.replying()
+        turn = self.floor.replying()
         turn.mark("llm_first_token", at)
         if len(turn.llm_text) < 20 * MAX_TEXT:
             turn.llm_text += text
 
-    on_bot_llm_text = on_llm_raw_text = _llm_text
+    def tts_started(self, at: float) -> None:
+        self.floor.replying().mark("tts_started", at)
 
-    def on_bot_tts_started(self, at, data, message, event):
-        self.replying().mark("tts_started", at)
-
-    def _tts_text(self, at, data, message, event):
+    def tts_text(self, data: dict, msg_type: str) -> None:
         text = data.get("text")
-        if not isinstance(text, str) or self.text_source.setdefault("tts", message["type"]) != message["type"]:
+        if not isinstance(text, str) or not self._one_source("tts", msg_type):
             return
-        turn = self.speaking or self.turn
+        turn = self.floor.speaking or self.floor.turn
         if turn is None or (turn.interruptions and turn.interruptions[-1].cut_at is not None):
             return  # words after the cut were not heard
         turn.tts_words += len(words_of(text))
         if len(turn.tts_text) < 20 * MAX_TEXT:
             turn.tts_text = f"{turn.tts_text} {text}".strip()
 
-    on_bot_tts_text = on_tts_raw_text = _tts_text
-
-    def on_bot_output(self, at, data, message, event):
+    def output(self, data: dict) -> None:
         text = data.get("text")
         if not isinstance(text, str) or not text.strip():
             return
-        turn = self.speaking or self.turn
+        turn = self.floor.speaking or self.floor.turn
         if turn is None or data.get("output_type") in ("word", "token") or data.get("aggregated_by") == "word":
             return  # per-word progress: bot-tts-text counts those words
         key = data.get("segment_id")
@@ -566,16 +589,16 @@ class _Walk:
         elif isinstance(progress, dict) and isinstance(progress.get("accumulated_text"), str):
             segment[1] = max(segment[1], len(words_of(progress["accumulated_text"])))
 
-    def on_bot_transcription(self, at, data, message, event):
+    def transcription(self, data: dict) -> None:
         text = data.get("text")
         if isinstance(text, str) and text.strip():
-            turn = self.replying()
+            turn = self.floor.replying()
             if len(turn.transcription) < 256:
                 turn.transcription.append(text.strip())
 
-    def on_metrics(self, at, data, message, event):
+    def metrics(self, data: dict) -> None:
         entries = data.get("ttfb")
-        turn = self.speaking or self.turn
+        turn = self.floor.speaking or self.floor.turn
         if not isinstance(entries, list) or turn is None:
             return
         for entry in entries:
@@ -590,60 +613,126 @@ class _Walk:
             elif kind == "tts" and turn.tts_ttfb_ms is None and turn.at.get("tts_started") is not None:
                 turn.tts_ttfb_ms = round(value * 1000, 1)
 
-    def _function(self, at, data, message, event):
-        turn = self.replying()
+    def function_call(self) -> None:
+        turn = self.floor.replying()
         turn.function_calls += 1
         if turn.at.get("llm_first_token") is None:
             turn.call_before_token = True
 
-    on_llm_function_call_started = on_llm_function_call_start = on_llm_function_call = _function
+    def function_in_progress(self) -> None:
+        if not self.floor.replying().function_calls:
+            self.function_call()  # bots that announce a call only this way
 
-    def on_llm_function_call_in_progress(self, at, data, message, event):
-        if not self.replying().function_calls:
-            self._function(at, data, message, event)  # bots that announce a call only this way
 
-    def on_bot_started_speaking(self, at, data, message, event):
-        if self.speaking is not None:
+class _Walk:
+    """One pass over a session's messages (see diagnose): each message to the part whose concern it is, and
+    the bot's speaking, which moves them all."""
+
+    def __init__(self):
+        self.floor = _Floor()
+        self.voice = _VoiceActivity(self.floor)
+        self.user = _User(self.floor, self.voice)
+        self.reply = _Reply(self.floor)
+        self.seen: set[str] = set()  # message types the session has
+        user, reply, voice = self.user, self.reply, self.voice
+        # Each message type's handler, called with (at, data, message, event).
+        self.routes: dict[str, Callable[[float, dict, dict, Event], None]] = {
+            "user-started-speaking": self.user_started_speaking,
+            "user-stopped-speaking": self.user_stopped_speaking,
+            "vad-user-started-speaking": lambda at, data, message, event: voice.started(at),
+            "vad-user-stopped-speaking": lambda at, data, message, event: voice.stopped(at),
+            "user-transcription": lambda at, data, message, event: user.transcription(at, data),
+            "user-input": lambda at, data, message, event: user.user_input(at, data),
+            "send-text": user.send_text,
+            "bot-llm-started": lambda at, data, message, event: reply.llm_started(at),
+            **dict.fromkeys(LLM_TEXT, lambda at, data, message, event: reply.llm_text(at, data, message["type"])),
+            "bot-tts-started": lambda at, data, message, event: reply.tts_started(at),
+            **dict.fromkeys(TTS_TEXT, lambda at, data, message, event: reply.tts_text(data, message["type"])),
+            "bot-output": lambda at, data, message, event: reply.output(data),
+            "bot-transcription": lambda at, data, message, event: reply.transcription(data),
+            "metrics": lambda at, data, message, event: reply.metrics(data),
+            **dict.fromkeys(FUNCTION_STARTS, lambda at, data, message, event: reply.function_call()),
+            "llm-function-call-in-progress": lambda at, data, message, event: reply.function_in_progress(),
+            "bot-started-speaking": lambda at, data, message, event: self.bot_started_speaking(at),
+            "bot-stopped-speaking": lambda at, data, message, event: self.bot_stopped_speaking(at),
+            "bot-interrupted": lambda at, data, message, event: self.bot_interrupted(at),
+        }
+
+    @property
+    def turns(self) -> list[_Turn]:
+        return self.floor.turns
+
+    @property
+    def interruptions(self) -> list[Interruption]:
+        return self.floor.interruptions
+
+    def apply(self, event: Event) -> None:
+        message = event.message
+        if not event.valid or not isinstance(message, dict):
             return
-        turn = self.replying()
-        turn.mark("bot_started", at)
-        self.speaking = turn
+        kind = message.get("type")
+        if kind not in TYPES:
+            return
+        at = _number(event.received_at)
+        if at is None:
+            return
+        data = message.get("data") if isinstance(message.get("data"), dict) else {}
+        self.seen.add(kind)
+        self.voice.lapse(at)  # voice activity the bot let pass: a backchannel
+        handler = self.routes.get(kind)
+        if handler is not None:
+            handler(at, data, message, event)
 
-    def on_bot_stopped_speaking(self, at, data, message, event):
-        turn = self.speaking
-        self.speaking = None
+    def settle(self, live: bool) -> None:
+        """The messages are over: speech over the bot still under way is, so far, spoken on through."""
+        self.voice.settle(decided=not live)
+
+    # --- the user's speech, which the bot may take from voice activity under way ---
+
+    def user_started_speaking(self, at: float, data: dict, message: dict, event: Event) -> None:
+        held = self.voice.take()
+        self.user.started(at)
+        self.user.finals(held)  # the words the bot took the turn on belong to the turn it opened
+
+    def user_stopped_speaking(self, at: float, data: dict, message: dict, event: Event) -> None:
+        self.user.finals(self.voice.take())  # a turn whose start was not sent: its words came first
+        self.user.stopped(at)
+
+    # --- the bot's speaking: its reply begins, ends, or is cut ---
+
+    def bot_started_speaking(self, at: float) -> None:
+        floor = self.floor
+        if floor.speaking is not None:
+            return
+        turn = floor.replying()
+        turn.mark("bot_started", at)
+        floor.speaking = turn
+
+    def bot_stopped_speaking(self, at: float) -> None:
+        floor = self.floor
+        turn, floor.speaking = floor.speaking, None
         if turn is None:
             return
         turn.mark("bot_stopped", at, last=True)
-        voice = self.voice
-        if voice is not None and voice.over is turn and voice.end is not None:
-            voice.spoke_on = True  # its finals may still come (within VOICE_GRACE_S); a user turn now is new speech
+        self.voice.bot_stopped(turn)
         for interruption in turn.interruptions:
             if interruption.cut_at is not None or interruption.voice:
                 continue  # cut already; or voice activity the bot did not take, which never cuts
-            if interruption is self.open or interruption.speech_end is None or at - interruption.at < MERGE_S:
+            if interruption is floor.open or interruption.speech_end is None or at - interruption.at < CUT_S:
                 interruption.cut_at = at
                 interruption.spoken_words = turn.spoken_words()
             elif interruption.opened is not None:
                 interruption.opened.spoken_past = True  # the user had stopped; the bot spoke on past it
 
-    def on_bot_interrupted(self, at, data, message, event):
-        # Pipecat sends it at every user turn start; it is an interruption only while the bot speaks, and
-        # the user's own (just before it) when there was one.
-        turn = self.speaking
-        held = self.take_voice()  # the bot took the speech under way as a turn
-        if turn is None:
-            for final_at, text in held:
-                self._final(final_at, text)
-            return
-        spoken_over = [i for i in turn.interruptions if not i.voice]
-        if not (spoken_over and at - spoken_over[-1].at < MERGE_S):
-            interruption = Interruption(at=at, by="client", turn=turn, speech_end=at)
-            interruption.spoken_words = turn.spoken_words()
-            turn.interruptions.append(interruption)
-            self.interruptions.append(interruption)
-        for final_at, text in held:
-            self._final(final_at, text)
+    def bot_interrupted(self, at: float) -> None:
+        # Pipecat sends it at every user turn start; it is an interruption only while the bot speaks, and not
+        # when it tells of the last one again (the user's speech just before it: turns.told_again, the reducer's
+        # rule too).
+        turn = self.floor.speaking
+        held = self.voice.take()  # the bot took the speech under way as a turn
+        if turn is not None and not told_again(self.floor.last_told(), at):
+            self.floor.spoken_over(at, "client", turn, speech_end=at)
+        self.user.finals(held)
 
 
 def _classify(interruption: Interruption, seconds: float, most: int, live: bool) -> None:
@@ -803,6 +892,33 @@ def _ms(a: float, b: float) -> float:
 
 
 def _turn_json(number: int, turn: _Turn, walk: _Walk, last: bool, live: bool) -> dict:
+    at, sources = _milestones(turn)
+    stages, missing = _stages(turn, at, walk, last, live)
+    latency = _latency(turn, at)
+    return {
+        "number": number,
+        "started_by": turn.started_by,
+        "at": {m: at.get(m) for m in (*MILESTONES, "user_done")},
+        "sources": sources,
+        "stages": stages,
+        "latency_ms": latency,
+        "llm_ttfb_ms": turn.llm_ttfb_ms,
+        "tts_ttfb_ms": turn.tts_ttfb_ms,
+        "complete": not missing,
+        "missing": missing,
+        "in_progress": last and live and (at.get("bot_stopped") is None),
+        "notes": _notes(turn, latency),
+        "interruptions": [_interruption_json(interruption, turn) for interruption in turn.interruptions],
+        "function_calls": turn.function_calls,
+        "trace_turn": turn.span_turn.get("turn_number") if turn.span_turn else None,
+        "user_text": _clip(turn.user_text()),
+        "bot_text": _clip(turn.bot_text()),
+    }
+
+
+def _milestones(turn: _Turn) -> tuple[dict, dict]:
+    """The turn's milestones (epoch seconds) and their sources, with those derived from others: the first TTS
+    audio, the LLM's first token from its ttfb when no token came, and when the user's turn ended."""
     at = dict(turn.at)
     sources = dict(turn.sources)
     if turn.at.get("tts_started") is not None:
@@ -822,8 +938,11 @@ def _turn_json(number: int, turn: _Turn, walk: _Walk, last: bool, live: bool) ->
         at["user_done"] = max(stopped, transcript)
     else:
         at["user_done"] = stopped if stopped is not None else transcript
+    return at, sources
 
-    notes = []
+
+def _stages(turn: _Turn, at: dict, walk: _Walk, last: bool, live: bool) -> tuple[list, list]:
+    """The turn's five stages (ms, or the problem that leaves one unmeasured), and the missing ones with why."""
     stages = []
     missing = []
     for stage, start, end, label in STAGES:
@@ -849,11 +968,19 @@ def _turn_json(number: int, turn: _Turn, walk: _Walk, last: bool, live: bool) ->
         if entry["problem"]:
             missing.append({"stage": stage, "why": entry["problem"]})
         stages.append(entry)
+    return stages, missing
 
+
+def _latency(turn: _Turn, at: dict) -> float | None:
+    """The user's stop (or the text sent) to the bot's first word, in ms; None without both, or out of order."""
     anchor = at.get("user_stopped") if turn.started_by == "user" else at.get("text_sent")
-    latency = None
     if anchor is not None and at.get("bot_started") is not None and at["bot_started"] + EPSILON >= anchor:
-        latency = max(0.0, _ms(anchor, at["bot_started"]))
+        return max(0.0, _ms(anchor, at["bot_started"]))
+    return None
+
+
+def _notes(turn: _Turn, latency: float | None) -> list[str]:
+    notes = []
     if turn.resumed:
         notes.append(
             f"the user paused and went on {turn.resumed} time{'s' if turn.resumed > 1 else ''} before the reply"
@@ -862,43 +989,23 @@ def _turn_json(number: int, turn: _Turn, walk: _Walk, last: bool, live: bool) ->
         notes.append("the LLM called a function before its first token: that stage includes the call")
     if turn.span_turn is not None and turn.span_turn.get("user_bot_latency_ms") is not None and latency is not None:
         notes.append(f"its trace says {turn.span_turn['user_bot_latency_ms']:.0f} ms user to bot")
+    return notes
 
-    interruptions = []
-    for interruption in turn.interruptions:
-        reply_words = max(turn.reply_words(), interruption.spoken_words)
-        interruptions.append(
-            {
-                "at": interruption.at,
-                "by": interruption.by,
-                "kind": interruption.kind,
-                "decided": interruption.decided,
-                "why": interruption.why,
-                "speech_ms": interruption.speech_ms(),
-                "text": _clip(interruption.text),
-                "cut": interruption.cut_at is not None,
-                "spoken_words": interruption.spoken_words,
-                "reply_words": reply_words,
-                "spoken_share": round(interruption.spoken_words / reply_words, 3) if reply_words else None,
-            }
-        )
+
+def _interruption_json(interruption: Interruption, turn: _Turn) -> dict:
+    reply_words = max(turn.reply_words(), interruption.spoken_words)
     return {
-        "number": number,
-        "started_by": turn.started_by,
-        "at": {m: at.get(m) for m in (*MILESTONES, "user_done")},
-        "sources": sources,
-        "stages": stages,
-        "latency_ms": latency,
-        "llm_ttfb_ms": turn.llm_ttfb_ms,
-        "tts_ttfb_ms": turn.tts_ttfb_ms,
-        "complete": not missing,
-        "missing": missing,
-        "in_progress": last and live and (at.get("bot_stopped") is None),
-        "notes": notes,
-        "interruptions": interruptions,
-        "function_calls": turn.function_calls,
-        "trace_turn": turn.span_turn.get("turn_number") if turn.span_turn else None,
-        "user_text": _clip(turn.user_text()),
-        "bot_text": _clip(turn.bot_text()),
+        "at": interruption.at,
+        "by": interruption.by,
+        "kind": interruption.kind,
+        "decided": interruption.decided,
+        "why": interruption.why,
+        "speech_ms": interruption.speech_ms(),
+        "text": _clip(interruption.text),
+        "cut": interruption.cut_at is not None,
+        "spoken_words": interruption.spoken_words,
+        "reply_words": reply_words,
+        "spoken_share": round(interruption.spoken_words / reply_words, 3) if reply_words else None,
     }
 
 
@@ -922,10 +1029,10 @@ def diagnose(
     its `interruptions` (kind, why, speech_ms, cut, spoken_words of
     reply_words), notes, and the user's and the bot's text (clipped).
     """
-    walk = _Walk(backchannel_seconds, backchannel_words)
+    walk = _Walk()
     for event in events:
         walk.apply(event)
-    walk.settle_voice(decided=not live)  # speech over the bot still under way: so far, the bot speaks on
+    walk.settle(live)
     for interruption in walk.interruptions:
         _classify(interruption, backchannel_seconds, backchannel_words, live and interruption.speech_end is None)
         opened = interruption.opened

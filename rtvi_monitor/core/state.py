@@ -10,18 +10,20 @@ Each message type goes to the part whose concern it is (rtvi_monitor/core/reduce
 who is speaking and what the LLM and TTS are doing (speaking.py), the turns
 and their latency (turns.py), the transcript (transcript.py), function calls
 (calls.py), client-server messaging (messaging.py), errors (errors.py) and
-metrics (metrics.py), all within the bounds of limits.py. What is the
-session's own stays here: its two ends' versions, the counts, its end, and
-the state as the pages get it (to_dict, and patches by take_changes).
+metrics (metrics.py), all within the bounds of limits.py; which messages were
+folded in, and what they were, counted (counts.py). What is the session's
+own stays here: its two ends' versions, its end, and the state as the pages
+get it (to_dict, and patches by take_changes).
 """
 
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from rtvi_monitor.core.patches import Tail, public, put, same
-from rtvi_monitor.core.protocol import CATALOG, protocol_version
+from rtvi_monitor.core.protocol import protocol_version
 from rtvi_monitor.core.reducer import limits
 from rtvi_monitor.core.reducer.calls import Calls
+from rtvi_monitor.core.reducer.counts import Counts, Seen
 from rtvi_monitor.core.reducer.errors import Errors
 from rtvi_monitor.core.reducer.limits import bounded, number
 from rtvi_monitor.core.reducer.messaging import Messaging
@@ -47,8 +49,8 @@ class SessionState:
     """Everything derived from one session's messages; see to_dict() for its shape."""
 
     def __init__(self):
-        self._seen: set[int] = set()
-        self._max_seq = 0
+        self._seen = Seen()
+        self._counts = Counts()
         self.protocol_version: str | None = None
         self.client_version: str | None = None
         self.bot_version: str | None = None
@@ -80,7 +82,7 @@ class SessionState:
         self.hung_up_at: float | None = None  # when the client sent disconnect-bot
         self.version = 0  # messages folded in so far: where a patch stream stands
         self._sent_head: dict = {}
-        self.counts = {"total": 0, "invalid": 0, "unknown": 0, "unparseable": 0, "by_type": {}, "redacted": {}}
+        self.counts = self._counts.counts
         self.last_at: float | None = None
 
     # --- folding -------------------------------------------------------------
@@ -98,42 +100,15 @@ class SessionState:
     @property
     def folded_upto(self) -> int:
         """The highest seq folded in: a snapshot of this state goes with the events up to it, no further."""
-        return self._max_seq
+        return self._seen.upto
 
     def _apply(self, event: Event) -> None:
-        seq = event.seq
-        if seq in self._seen or seq <= self._max_seq - limits.DEDUP_WINDOW:
+        if not self._seen.first(event.seq):
             return
-        self._seen.add(seq)
         self.version += 1
-        if seq > self._max_seq:
-            self._max_seq = seq
-            if len(self._seen) > 2 * limits.DEDUP_WINDOW:
-                floor = seq - limits.DEDUP_WINDOW
-                self._seen = {s for s in self._seen if s > floor}
-
         message = event.message if isinstance(event.message, dict) else None
         msg_type = message.get("type") if message is not None else None
-        counts = self.counts
-        counts["total"] += 1
-        if event.redacted:
-            self._count_redacted(event.redacted)
-        if not isinstance(msg_type, str) or not msg_type:
-            counts["unparseable"] += 1  # no readable type: not JSON, not an object, or no type
-            counts["invalid"] += 1
-            return
-        by_type = counts["by_type"]
-        if msg_type in by_type:
-            by_type[msg_type] += 1
-        elif len(by_type) < limits.MAX_TYPES:
-            by_type[msg_type] = 1
-        else:
-            by_type[limits.OTHER_TYPES] = by_type.get(limits.OTHER_TYPES, 0) + 1
-        if not event.valid:
-            counts["invalid"] += 1
-            return
-        if msg_type not in CATALOG:
-            counts["unknown"] += 1
+        if not self._counts.count(event, msg_type):
             return
 
         at = number(event.received_at)
@@ -146,13 +121,6 @@ class SessionState:
             data = message.get("data")
             data = data if isinstance(data, dict) else {}
             handler(self if part is None else getattr(self, part), event, message, data, at)
-
-    def _count_redacted(self, redacted: dict) -> None:
-        """What redaction removed, by kind (the built-in detectors' and the organization's own)."""
-        counts = self.counts["redacted"]
-        for kind, n in redacted.items():
-            if isinstance(kind, str) and isinstance(n, int) and (kind in counts or len(counts) < limits.MAX_TYPES):
-                counts[kind] = counts.get(kind, 0) + n
 
     # --- the session's own messages --------------------------------------------
 

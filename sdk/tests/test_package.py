@@ -130,8 +130,8 @@ async def test_a_ranged_ack_acknowledges_only_what_it_covers():
     client = DashboardClient("ws://127.0.0.1:9", "it_x", "call-ranges")
     for i in range(10):
         client.send(rtvi("bot-llm-text", {"text": str(i)}))
-    client._acknowledge_ranges([[2, 3], [9, 2**53 - 1], [5, 4], "x", [7, 7.5]])
-    assert sorted(client._unacked) == [1, 4, 5, 6, 7, 8]
+    client._outbox.acknowledge_ranges([[2, 3], [9, 2**53 - 1], [5, 4], "x", [7, 7.5]])
+    assert sorted(client._outbox.unacked) == [1, 4, 5, 6, 7, 8]
     assert client.stats["acked"] == 4
 
 

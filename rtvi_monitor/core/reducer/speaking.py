@@ -74,7 +74,7 @@ class Speaking:
         if not self._user.start(at):
             return
         if self._bot.open:
-            self._interrupt(at)
+            self._interrupt(at, by_user=True)
         self._transcript.user_started_speaking()
         self._turns.user_started()
 
@@ -96,9 +96,9 @@ class Speaking:
     def bot_interrupted(self, event, message, data, at):
         # Pipecat sends this at every user turn start; it cuts the bot off only when it was speaking.
         if self._bot.open:
-            self._interrupt(at)
+            self._interrupt(at, by_user=False)
 
-    def _interrupt(self, at: float) -> None:
+    def _interrupt(self, at: float, by_user: bool) -> None:
         """The user (or the client) cut the bot off while it was speaking.
 
         Pipecat cancels the reply's LLM and TTS work then, and often sends no
@@ -108,7 +108,7 @@ class Speaking:
         for lane, service in ((self._llm_busy, self.llm), (self._tts_busy, self.tts)):
             if lane.stop(at):
                 service["busy"] = False
-        self._turns.interrupted(at)
+        self._turns.interrupted(at, by_user)
 
     def end(self, at: float) -> None:
         """The session ended: nobody speaks or works any more."""

@@ -16,6 +16,7 @@ Who is speaking (rtvi_monitor/reducer/speaking.py) opens and closes the
 lines, and hands this the bot's LLM and TTS text.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rtvi_monitor.core.patches import Tail
@@ -57,11 +58,98 @@ class Segment:
     def shown(self) -> str:
         return self.spoken if self.cut else self.text
 
+    def hear(self, data: dict, text: str, word: bool) -> None:
+        """How much of it has been spoken, as a bot-output about it says (an interruption cuts the rest)."""
+        status = data.get("spoken_status")
+        progress = data.get("spoken_progress")
+        if not word and data.get("will_be_spoken") is not None:
+            self.will_be_spoken = data["will_be_spoken"]
+        if status == "completed" or (data.get("spoken") is True and not word):
+            self.spoken, self.cut = self.text, False  # all of it said, even if late
+        elif isinstance(progress, dict) and isinstance(progress.get("accumulated_text"), str):
+            spoken = progress["accumulated_text"].strip()
+            if len(spoken) > len(self.spoken):
+                self.spoken = spoken
+        elif word:  # 1.x clients: the words of the sentence, as each is spoken
+            self.spoken = self.text if self.from_words else clip(join_piece(self.spoken, text.strip()))
+
+
+class Sentences:
+    """The bot's sentences from bot-output: which segment each message is about, each sentence once.
+
+    A current bot keys its segments by segment_id (updates of one may come
+    late, after its line is over); an old v1 bot has none, and its sentences
+    are matched by their text, within the line.
+    """
+
+    __slots__ = ("_by_key",)
+
+    def __init__(self):
+        self._by_key: dict[Any, Segment] = {}  # segment_id -> segment, for updates that come late
+
+    def about(
+        self, data: dict, text: str, word: bool, current: dict | None, line: Callable[[], dict]
+    ) -> Segment | None:
+        """The segment a bot-output is about: a known one, or a new one on `line()` (the bot line under way, else
+        a new one; `current` is the line under way, if any). None: nothing of it to show."""
+        key = data.get("segment_id")
+        if not isinstance(key, (int, str)) or isinstance(key, bool):
+            key = None
+        elif isinstance(key, str):
+            key = key[: limits.MAX_KEY]
+        segment = self._by_key.get(key) if key is not None else None
+        if segment is not None and segment.item is not current and segment.text != text.strip():
+            # Not a late status of that sentence (those repeat its text): an id used again in a
+            # later turn, as bots that count segments per turn do.
+            segment = None
+        if segment is None and not text.strip():
+            return None
+        if segment is None:
+            item = line()
+            if len(item["_order"]) >= limits.MAX_SEGMENTS or len(item["text"]) >= limits.MAX_TEXT:
+                return None  # the line is full: what it would add is never shown, so it is not kept
+            if key is None:
+                return self._unkeyed(item, text.strip(), word, data)
+            segment = Segment(item, text.strip(), word)
+            item["_order"].append(segment)
+            self._by_key[key] = segment
+            cap_dict(self._by_key, limits.MAX_SEGMENTS)
+        elif word:
+            if segment.from_words:
+                segment.text = clip(join_piece(segment.text, text.strip()))  # v1 words before their sentence
+        else:
+            segment.text, segment.from_words = text.strip(), False
+        return segment
+
+    @staticmethod
+    def _unkeyed(item: dict, text: str, word: bool, data: dict) -> Segment | None:
+        """Old v1 bots: no segment_id; a sentence comes unspoken, then spoken (or as words).
+
+        Sentences are matched by their text, so a sentence a bot repeats word
+        for word within one turn is shown once.
+        """
+        order = item["_order"]
+        if word:
+            if any(not s.from_words for s in order):
+                return None  # its sentence is there already: a word only says it is being spoken
+            if order and order[-1].from_words:
+                order[-1].text = clip(join_piece(order[-1].text, text))
+                return order[-1]
+        else:
+            same = [s for s in order if s.text == text]
+            if same:
+                if data.get("spoken") is True:
+                    return next((s for s in same if not s.spoken), None)  # the unspoken one it confirms
+                return None  # the same sentence again
+        segment = Segment(item, text, word)
+        order.append(segment)
+        return segment
+
 
 class Transcript:
     """The transcript's lines, oldest first; a line's keys starting with "_" are its bookkeeping."""
 
-    __slots__ = ("_bot", "_bot_item", "_chat_ids", "_reply_turn", "_segments", "_user", "_user_item", "lines")
+    __slots__ = ("_bot", "_bot_item", "_chat_ids", "_reply_turn", "_sentences", "_user", "_user_item", "lines")
 
     def __init__(self, lanes: dict[str, "Lane"]):
         self.lines = Tail(limits.MAX_ITEMS, budget=limits.TRANSCRIPT_BUDGET, size=lambda item: len(item["text"]) + 64)
@@ -69,7 +157,7 @@ class Transcript:
         self._bot = lanes["bot_speaking"]
         self._user_item: dict | None = None  # the voice line partials update, and finals complete
         self._bot_item: dict | None = None  # the bot line of the current turn
-        self._segments: dict[Any, Segment] = {}  # segment_id -> segment, for updates that come late
+        self._sentences = Sentences()  # the bot-output segments
         self._chat_ids: dict[str, None] = {}  # send-text ids, to skip Pipecat's user-input echo of them
         self._reply_turn: int | None = None  # the turn whose reply the next new bot line is
 
@@ -236,76 +324,13 @@ class Transcript:
 
     def bot_output(self, event, message, data, at):
         text = clip(data["text"])
-        kind = data.get("output_type") or data.get("text_type") or data.get("aggregated_by")
-        word = kind in WORD_TYPES
-        key = data.get("segment_id")
-        if not isinstance(key, (int, str)) or isinstance(key, bool):
-            key = None
-        elif isinstance(key, str):
-            key = key[: limits.MAX_KEY]
-        segment = self._segments.get(key) if key is not None else None
-        if segment is not None and segment.item is not self._bot_item and segment.text != text.strip():
-            # Not a late status of that sentence (those repeat its text): an id used again in a
-            # later turn, as bots that count segments per turn do.
-            segment = None
-        if segment is None and not text.strip():
-            return
-        if segment is None:
-            item = self._bot_line("bot-output", event, at)
-            if len(item["_order"]) >= limits.MAX_SEGMENTS or len(item["text"]) >= limits.MAX_TEXT:
-                return  # the line is full: what it would add is never shown, so it is not kept
-            if key is None:
-                segment = self._unkeyed_segment(item, text.strip(), word, data)
-                if segment is None:
-                    return
-            else:
-                segment = Segment(item, text.strip(), word)
-                item["_order"].append(segment)
-                self._segments[key] = segment
-                cap_dict(self._segments, limits.MAX_SEGMENTS)
-        elif word:
-            if segment.from_words:
-                segment.text = clip(join_piece(segment.text, text.strip()))  # v1 words before their sentence
-        else:
-            segment.text, segment.from_words = text.strip(), False
-
-        # How much of it has been spoken (an interruption cuts the rest).
-        status = data.get("spoken_status")
-        progress = data.get("spoken_progress")
-        if not word and data.get("will_be_spoken") is not None:
-            segment.will_be_spoken = data["will_be_spoken"]
-        if status == "completed" or (data.get("spoken") is True and not word):
-            segment.spoken, segment.cut = segment.text, False  # all of it said, even if late
-        elif isinstance(progress, dict) and isinstance(progress.get("accumulated_text"), str):
-            spoken = progress["accumulated_text"].strip()
-            if len(spoken) > len(segment.spoken):
-                segment.spoken = spoken
-        elif word:  # 1.x clients: the words of the sentence, as each is spoken
-            segment.spoken = segment.text if segment.from_words else clip(join_piece(segment.spoken, text.strip()))
-        self._show(segment.item)
-
-    def _unkeyed_segment(self, item: dict, text: str, word: bool, data: dict) -> Segment | None:
-        """Old v1 bots: no segment_id; a sentence comes unspoken, then spoken (or as words).
-
-        Sentences are matched by their text, so a sentence a bot repeats word
-        for word within one turn is shown once.
-        """
-        order = item["_order"]
-        if word:
-            if any(not s.from_words for s in order):
-                return None  # its sentence is there already: a word only says it is being spoken
-            if order and order[-1].from_words:
-                order[-1].text = clip(join_piece(order[-1].text, text))
-                return order[-1]
-        else:
-            same = [s for s in order if s.text == text]
-            if same:
-                if data.get("spoken") is True:
-                    return next((s for s in same if not s.spoken), None)  # the unspoken one it confirms
-                return None  # the same sentence again
-        segment = Segment(item, text, word)
-        order.append(segment)
-        return segment
+        word = (data.get("output_type") or data.get("text_type") or data.get("aggregated_by")) in WORD_TYPES
+        segment = self._sentences.about(
+            data, text, word, self._bot_item, lambda: self._bot_line("bot-output", event, at)
+        )
+        if segment is not None:
+            segment.hear(data, text, word)
+            self._show(segment.item)
 
     def bot_transcription(self, event, message, data, at):
         text = clip(data["text"].strip())

@@ -13,7 +13,21 @@ from rtvi_monitor.core.patches import Tail
 from rtvi_monitor.core.reducer import limits
 from rtvi_monitor.core.services import service_kind
 
-INTERRUPTION_MERGE_S = 1.0  # a bot-interrupted this close to a barge-in is the same interruption
+INTERRUPTION_MERGE_S = 1.0  # a bot-interrupted this close to the last interruption is that one, told again
+
+
+def told_again(last: float | None, at: float) -> bool:
+    """Whether a bot-interrupted at `at` is the session's last interruption (at `last`) told again.
+
+    Pipecat sends bot-interrupted as a user's speech cuts the bot off, just
+    after that speech's user-started-speaking: within INTERRUPTION_MERGE_S of
+    the last interruption it is that one, not one of its own. Later, or with
+    no interruption before it, it is one (the client's doing). A user's speech
+    over the bot is always its own interruption, however close to the last.
+    The one rule for the reducer (Turns.interrupted) and the turn diagnosis
+    (rtvi_monitor/core/diagnosis.py); clocks may be skewed, so either side.
+    """
+    return last is not None and abs(at - last) < INTERRUPTION_MERGE_S
 
 
 def percentile(ordered: list[float], p: float) -> float | None:
@@ -67,9 +81,9 @@ class Turns:
             self.pending = None
         return turn
 
-    def interrupted(self, at: float) -> None:
-        """The bot was cut off: an interruption, of the last turn."""
-        if self.interruptions and abs(at - self.interruptions[-1]) < INTERRUPTION_MERGE_S:
+    def interrupted(self, at: float, by_user: bool) -> None:
+        """The bot was cut off (by a user's speech, else by a bot-interrupted): an interruption, of the last turn."""
+        if not by_user and told_again(self.interruptions[-1] if self.interruptions else None, at):
             return
         self.interruptions.append(at)
         if self.turns:

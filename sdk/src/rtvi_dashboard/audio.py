@@ -43,8 +43,8 @@ seconds per track needs neither connection pooling nor an async client; a
 thread per request in flight (at most one per uploader) is cheap, and each
 request has its own timeout.
 
-DashboardAudioRecorder (needs Pipecat; defined on first use so that the base
-install never imports it) is Pipecat's AudioBufferProcessor, recording from
+DashboardAudioRecorder (needs Pipecat: rtvi_dashboard/recorder.py, imported on
+first use so that the base install never imports it) is Pipecat's AudioBufferProcessor, recording from
 the start, cutting both tracks every RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS (10)
 seconds and handing them to an uploader. The pipeline integration
 (rtvi_dashboard.pipecat) places it right after the output transport.
@@ -169,6 +169,77 @@ class Answer:
         return str(body.get("why") or body.get("error") or body.get("detail") or self.error or f"HTTP {self.status}")
 
 
+class _Queue:
+    """The chunks waiting for the dashboard, oldest first: each track's numbered in order, the oldest dropped
+    while more than a given length of audio waits (never the one being uploaded), with a log line."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.chunks: deque[_Chunk] = deque()
+        self.seconds = 0.0  # of audio waiting, both tracks
+        self.in_flight: _Chunk | None = None  # the chunk being uploaded
+        self.dropped = 0  # in all, over the bound
+        self._numbers = dict.fromkeys(TRACKS, 0)
+        self._last_drop_log = -math.inf
+        self._dropped_since_log = 0
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+    def add(self, track: str, pcm: bytes, sample_rate: int, start: float, max_bytes: int) -> int:
+        """Queue a track's audio, split into chunks of at most `max_bytes`; how many."""
+        step = max(2, max_bytes - max_bytes % 2)
+        added = 0
+        for offset in range(0, len(pcm), step):
+            part = pcm[offset : offset + step]
+            chunk = _Chunk(track, self._numbers[track], part, sample_rate, start + offset / 2 / sample_rate)
+            self._numbers[track] += 1
+            self.chunks.append(chunk)
+            self.seconds += chunk.seconds
+            added += 1
+        return added
+
+    def bound(self, max_seconds: float) -> int:
+        """Drop the oldest chunks (never the one being uploaded) while more than max_seconds wait; how many."""
+        dropped, seconds = 0, 0.0
+        while self.seconds > max_seconds and len(self.chunks) > 1:
+            position = 1 if self.chunks[0] is self.in_flight else 0
+            if position >= len(self.chunks):
+                break
+            chunk = self.chunks[position]
+            del self.chunks[position]
+            self.seconds -= chunk.seconds
+            dropped, seconds = dropped + 1, seconds + chunk.seconds
+        if not dropped:
+            return 0
+        self.dropped += dropped
+        self._dropped_since_log += dropped
+        now = time.monotonic()
+        if now - self._last_drop_log >= 30:  # a line at the first drop, then at most one each 30 s
+            logger.warning(
+                "Dashboard audio for %s: the dashboard has not taken the chunks in time; dropped the oldest %d "
+                "chunk(s) (%.1f s of audio just now, %d in all) to keep at most %.0f s waiting (%s)",
+                self.session_id, self._dropped_since_log, seconds, self.dropped, max_seconds, MAX_QUEUED_SECONDS_ENV,
+            )  # fmt: skip
+            self._last_drop_log, self._dropped_since_log = now, 0
+        return dropped
+
+    def done(self, chunk: _Chunk) -> None:
+        """The dashboard answered for this chunk (the oldest) for good."""
+        if self.chunks and self.chunks[0] is chunk:
+            self.chunks.popleft()
+            self.seconds -= chunk.seconds
+        if not self.chunks:
+            self.seconds = 0.0  # no float drift
+
+    def clear(self) -> None:
+        self.chunks.clear()
+        self.seconds = 0.0
+
+
 class AudioUploader:
     """Uploads one session's audio chunks to the dashboard, in order, in the background.
 
@@ -218,15 +289,8 @@ class AudioUploader:
             "seconds_sent": 0.0,
         }
         self.last_error = ""
-        self._numbers = dict.fromkeys(TRACKS, 0)
-        self._queue: deque[_Chunk] = deque()
-        self._queued_seconds = 0.0
-        self._in_flight: _Chunk | None = None
-        self._task: asyncio.Task | None = None
-        self._wake: asyncio.Event | None = None
-        self._closing: asyncio.Event | None = None
-        self._last_drop_log = -math.inf
-        self._dropped_since_log = 0
+        self._queue = _Queue(session_id)
+        self._uploads = _Uploads(self, self._queue)
 
     # --- the bot's side --------------------------------------------------------
 
@@ -242,12 +306,7 @@ class AudioUploader:
 
     def start(self) -> None:
         """Start uploading in the background (idempotent; needs a running event loop). submit() calls it."""
-        if self._task is None or self._task.done():
-            loop = asyncio.get_running_loop()
-            self._wake, self._closing = asyncio.Event(), asyncio.Event()
-            if self.stopped:
-                return
-            self._task = loop.create_task(self._run(), name=f"rtvi-dashboard-audio-{self.session_id}")
+        self._uploads.start()
 
     def submit(self, track: str, pcm: bytes, sample_rate: int, start_time: float) -> bool:
         """Queue one chunk of a track: raw PCM s16le mono, its sample rate, the Unix time of its first sample.
@@ -273,50 +332,28 @@ class AudioUploader:
             return False
         if len(pcm) % 2:
             pcm = pcm[:-1]  # 16-bit samples: a stray byte cannot be a sample
-        step = max(2, self.max_chunk_bytes - self.max_chunk_bytes % 2)
-        for offset in range(0, len(pcm), step):
-            part = pcm[offset : offset + step]
-            chunk = _Chunk(track, self._numbers[track], part, sample_rate, start + offset / 2 / sample_rate)
-            self._numbers[track] += 1
-            self._queue.append(chunk)
-            self._queued_seconds += chunk.seconds
-            self.stats["submitted"] += 1
-        self._bound_queue()
-        self._kick()
+        self.stats["submitted"] += self._queue.add(track, pcm, sample_rate, start, self.max_chunk_bytes)
+        self.stats["dropped"] += self._queue.bound(self.max_queued_seconds)
+        self._uploads.kick()
         return True
 
-    def _kick(self) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop here: the chunks wait for start() or close()
-        self.start()
-        self._wake.set()
+    def finish(self) -> None:
+        """No more chunks are coming (the call ended): upload what is left, retrying sooner, then stop."""
+        self._uploads.finish()
 
-    def _bound_queue(self) -> None:
-        """Drop the oldest chunks (never the one being uploaded) while more than max_queued_seconds wait."""
-        dropped, seconds = 0, 0.0
-        while self._queued_seconds > self.max_queued_seconds and len(self._queue) > 1:
-            position = 1 if self._queue[0] is self._in_flight else 0
-            if position >= len(self._queue):
-                break
-            chunk = self._queue[position]
-            del self._queue[position]
-            self._queued_seconds -= chunk.seconds
-            dropped, seconds = dropped + 1, seconds + chunk.seconds
-        if not dropped:
-            return
-        self.stats["dropped"] += dropped
-        self._dropped_since_log += dropped
-        now = time.monotonic()
-        if now - self._last_drop_log >= 30:  # a line at the first drop, then at most one each 30 s
+    async def close(self, timeout: float = 10.0) -> bool:
+        """Try to upload what is left (for at most `timeout` seconds), then stop. True when nothing is left."""
+        await self._uploads.close(timeout)
+        left = len(self._queue)
+        if left and self.recording:
             logger.warning(
-                "Dashboard audio for %s: the dashboard has not taken the chunks in time; dropped the oldest %d "
-                "chunk(s) (%.1f s of audio just now, %d in all) to keep at most %.0f s waiting (%s)",
-                self.session_id, self._dropped_since_log, seconds, self.stats["dropped"],
-                self.max_queued_seconds, MAX_QUEUED_SECONDS_ENV,
+                "Dashboard audio for %s: %d chunk(s) (%.1f s) not uploaded when the bot closed (%s)",
+                self.session_id, left, self._queue.seconds, self.last_error or "no answer in time",
             )  # fmt: skip
-            self._last_drop_log, self._dropped_since_log = now, 0
+        self.stopped = True
+        return left == 0
+
+    # --- what the dashboard answers ------------------------------------------------
 
     async def check(self) -> bool | None:
         """Ask the dashboard whether to record this session, and what it stores already.
@@ -353,147 +390,40 @@ class AudioUploader:
         else:
             self.record = False
             self.why = str(body.get("why") or "the dashboard does not record this session")
-            self._drop_queue()
+            self._queue.clear()
             logger.info("Dashboard audio for %s: not recorded (%s)", self.session_id, self.why)
 
-    def finish(self) -> None:
-        """No more chunks are coming (the call ended): upload what is left, retrying sooner, then stop."""
-        if self._closing is not None:
-            self._closing.set()
-            self._wake.set()
-
-    async def close(self, timeout: float = 10.0) -> bool:
-        """Try to upload what is left (for at most `timeout` seconds), then stop. True when nothing is left."""
-        if self._task is None or self._task.done():
-            if self._queue and self.recording:
-                self.start()  # chunks queued outside a running loop's task (or after a crash): one more try
-        if self._task is not None and not self._task.done():
-            self._closing.set()
-            self._wake.set()
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout)
-            except TimeoutError:
-                pass
-            except asyncio.CancelledError:
-                self._task.cancel()
-                raise
-            except Exception as exc:
-                logger.warning("Dashboard audio for %s: uploader failed: %s", self.session_id, exc)
-            if not self._task.done():
-                self._task.cancel()
-                try:
-                    await self._task
-                except (asyncio.CancelledError, Exception):
-                    pass
-        left = len(self._queue)
-        if left and self.recording:
+    def _answered(self, chunk: _Chunk, index: int, answer: Answer) -> None:
+        """The dashboard's answer for good to a chunk: stored, or dropped (another's index, or never storable)."""
+        self._queue.done(chunk)
+        if answer.status in (200, 201):
+            self.stats["sent"] += 1
+            self.stats["seconds_sent"] += chunk.seconds
+            if answer.status == 200:
+                self.stats["duplicates"] += 1
+        elif answer.status == 409:
+            self.stats["conflicts"] += 1
             logger.warning(
-                "Dashboard audio for %s: %d chunk(s) (%.1f s) not uploaded when the bot closed (%s)",
-                self.session_id, left, self._queued_seconds, self.last_error or "no answer in time",
+                "Dashboard audio for %s: %s chunk %d holds other content on the dashboard; this one is dropped",
+                self.session_id, chunk.track, index,
             )  # fmt: skip
-        self.stopped = True
-        return left == 0
-
-    # --- the background task ------------------------------------------------------
-
-    async def _run(self) -> None:
-        failures = 0
-        while not self.stopped:
-            if self.record is None:
-                if await self.check() is None:
-                    failures += 1
-                    if self._closing.is_set() and not self._queue:
-                        return
-                    await self._back_off(failures, None)
-                    continue
-                failures = 0
-                continue
-            if self.record is False:
-                return
-            if not self._queue:
-                if self._closing.is_set():
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            chunk = self._in_flight = self._queue[0]
-            try:
-                index = self.base_index[chunk.track] + chunk.number
-                answer = await self._put(chunk, index)
-            finally:
-                self._in_flight = None
-            if answer.status in (200, 201):
-                failures = 0
-                self._done(chunk)
-                self.stats["sent"] += 1
-                self.stats["seconds_sent"] += chunk.seconds
-                if answer.status == 200:
-                    self.stats["duplicates"] += 1
-            elif answer.status == 409:
-                failures = 0
-                self._done(chunk)
-                self.stats["conflicts"] += 1
-                logger.warning(
-                    "Dashboard audio for %s: %s chunk %d holds other content on the dashboard; this one is dropped",
-                    self.session_id, chunk.track, index,
-                )  # fmt: skip
-            elif answer.status in STOP_STATUSES:
-                self._stop(answer)
-                return
-            elif answer.status == 0 or answer.status >= 500 or answer.status in RETRY_STATUSES:
-                failures += 1
-                self.stats["retries"] += 1
-                self.last_error = answer.why
-                if failures in (1, 5) or failures % 20 == 0:
-                    logger.info(
-                        "Dashboard audio for %s: %s chunk %d not stored yet (%s); retrying",
-                        self.session_id, chunk.track, index, answer.why,
-                    )  # fmt: skip
-                await self._back_off(failures, answer.retry_after)
-            else:  # 400, 413, 422...: this chunk can never be stored
-                failures = 0
-                self._done(chunk)
-                self.stats["rejected"] += 1
-                self.last_error = answer.why
-                logger.warning(
-                    "Dashboard audio for %s: %s chunk %d refused (%d: %s); dropped",
-                    self.session_id, chunk.track, index, answer.status, answer.why,
-                )  # fmt: skip
-
-    def _done(self, chunk: _Chunk) -> None:
-        if self._queue and self._queue[0] is chunk:
-            self._queue.popleft()
-            self._queued_seconds -= chunk.seconds
-        if not self._queue:
-            self._queued_seconds = 0.0  # no float drift
-
-    async def _back_off(self, failures: int, retry_after: float | None) -> None:
-        delay = min(self.max_backoff, FIRST_BACKOFF * 2 ** min(failures - 1, 16))
-        delay *= random.uniform(0.8, 1.2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_backoff))
-        if self._closing.is_set():
-            delay = min(delay, CLOSING_BACKOFF)
-        try:
-            # close() cuts a long wait short: its timeout is better spent on a few more tries.
-            await asyncio.wait_for(self._closing.wait(), delay)
-            await asyncio.sleep(min(delay, CLOSING_BACKOFF))
-        except TimeoutError:
-            pass
+        else:  # 400, 413, 422...: this chunk can never be stored
+            self.stats["rejected"] += 1
+            self.last_error = answer.why
+            logger.warning(
+                "Dashboard audio for %s: %s chunk %d refused (%d: %s); dropped",
+                self.session_id, chunk.track, index, answer.status, answer.why,
+            )  # fmt: skip
 
     def _stop(self, answer: Answer) -> None:
         self.stopped = True
         self.why = answer.why
         dropped = len(self._queue)
-        self._drop_queue()
+        self._queue.clear()
         logger.warning(
             "Dashboard audio for %s: recording stopped, the dashboard answered %d (%s); %d chunk(s) dropped",
             self.session_id, answer.status, answer.why, dropped,
         )  # fmt: skip
-
-    def _drop_queue(self) -> None:
-        self._queue.clear()
-        self._queued_seconds = 0.0
 
     # --- HTTP ---------------------------------------------------------------------
 
@@ -501,6 +431,7 @@ class AudioUploader:
         return f"/ingest/audio/{quote(self.session_id, safe='')}"
 
     async def _put(self, chunk: _Chunk, index: int) -> Answer:
+        """Upload one chunk as the track's `index`."""
         headers = {
             "Content-Type": "application/octet-stream",
             "X-Audio-Sample-Rate": str(chunk.sample_rate),
@@ -509,27 +440,145 @@ class AudioUploader:
         return await self._request("PUT", f"{self._session_path()}/{chunk.track}/{index}", chunk.pcm, headers)
 
     async def _request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> Answer:
-        return await asyncio.to_thread(self._request_sync, method, path, body, headers or {})
-
-    def _request_sync(self, method: str, path: str, body: bytes | None, headers: dict) -> Answer:
         request = urllib.request.Request(
             self.base + path,
             data=body,
             method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json", **headers},
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json", **(headers or {})},
         )
+        return await asyncio.to_thread(_send, request, self.request_timeout)
+
+
+class _Uploads:
+    """The background task that uploads an uploader's queue, in order: it asks the dashboard first when it has
+    not answered the check, keeps each chunk until the dashboard answers for it for good, and backs off while
+    there is no answer (less once the call is over: close() has a deadline)."""
+
+    def __init__(self, uploader: "AudioUploader", queue: _Queue):
+        self.uploader = uploader
+        self.queue = queue
+        self.task: asyncio.Task | None = None
+        self.wake: asyncio.Event | None = None
+        self.closing: asyncio.Event | None = None
+
+    def start(self) -> None:
+        if self.task is None or self.task.done():
+            loop = asyncio.get_running_loop()
+            self.wake, self.closing = asyncio.Event(), asyncio.Event()
+            if self.uploader.stopped:
+                return
+            self.task = loop.create_task(self.run(), name=f"rtvi-dashboard-audio-{self.uploader.session_id}")
+
+    def kick(self) -> None:
+        """A chunk was queued: start, or wake, the task (when there is a loop here)."""
         try:
-            with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
-                return Answer(response.status, _retry_after(response.headers), _json(response.read()))
-        except urllib.error.HTTPError as error:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop here: the chunks wait for start() or close()
+        self.start()
+        self.wake.set()
+
+    def finish(self) -> None:
+        if self.closing is not None:
+            self.closing.set()
+            self.wake.set()
+
+    async def close(self, timeout: float) -> None:
+        """Let the task upload what is left, for at most `timeout` seconds; then it is stopped."""
+        if (self.task is None or self.task.done()) and self.queue and self.uploader.recording:
+            self.start()  # chunks queued outside a running loop's task (or after a crash): one more try
+        if self.task is None or self.task.done():
+            return
+        self.finish()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        except TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            self.task.cancel()
+            raise
+        except Exception as exc:
+            logger.warning("Dashboard audio for %s: uploader failed: %s", self.uploader.session_id, exc)
+        if not self.task.done():
+            self.task.cancel()
             try:
-                text = error.read()
-            except Exception:
-                text = b""
-            return Answer(error.code, _retry_after(error.headers), _json(text))
-        except Exception as exc:  # no answer: refused, reset, timed out, a bad certificate...
-            reason = getattr(exc, "reason", None) or exc
-            return Answer(0, error=f"{type(exc).__name__}: {reason}"[:300])
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def run(self) -> None:
+        uploader, queue = self.uploader, self.queue
+        failures = 0
+        while not uploader.stopped:
+            if uploader.record is None:
+                if await uploader.check() is None:
+                    failures += 1
+                    if self.closing.is_set() and not queue:
+                        return
+                    await self.back_off(failures, None)
+                    continue
+                failures = 0
+                continue
+            if uploader.record is False:
+                return
+            if not queue:
+                if self.closing.is_set():
+                    return
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            chunk = queue.in_flight = queue.chunks[0]
+            try:
+                index = uploader.base_index[chunk.track] + chunk.number
+                answer = await uploader._put(chunk, index)
+            finally:
+                queue.in_flight = None
+            if answer.status in STOP_STATUSES:
+                uploader._stop(answer)
+                return
+            if answer.status == 0 or answer.status >= 500 or answer.status in RETRY_STATUSES:
+                failures += 1
+                uploader.stats["retries"] += 1
+                uploader.last_error = answer.why
+                if failures in (1, 5) or failures % 20 == 0:
+                    logger.info(
+                        "Dashboard audio for %s: %s chunk %d not stored yet (%s); retrying",
+                        uploader.session_id, chunk.track, index, answer.why,
+                    )  # fmt: skip
+                await self.back_off(failures, answer.retry_after)
+                continue
+            failures = 0
+            uploader._answered(chunk, index, answer)
+
+    async def back_off(self, failures: int, retry_after: float | None) -> None:
+        delay = min(self.uploader.max_backoff, FIRST_BACKOFF * 2 ** min(failures - 1, 16))
+        delay *= random.uniform(0.8, 1.2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.uploader.max_backoff))
+        if self.closing.is_set():
+            delay = min(delay, CLOSING_BACKOFF)
+        try:
+            # close() cuts a long wait short: its timeout is better spent on a few more tries.
+            await asyncio.wait_for(self.closing.wait(), delay)
+            await asyncio.sleep(min(delay, CLOSING_BACKOFF))
+        except TimeoutError:
+            pass
+
+
+def _send(request: urllib.request.Request, timeout: float) -> Answer:
+    """One request to the dashboard, in a thread: its answer (status 0 when there was none)."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return Answer(response.status, _retry_after(response.headers), _json(response.read()))
+    except urllib.error.HTTPError as error:
+        try:
+            text = error.read()
+        except Exception:
+            text = b""
+        return Answer(error.code, _retry_after(error.headers), _json(text))
+    except Exception as exc:  # no answer: refused, reset, timed out, a bad certificate...
+        reason = getattr(exc, "reason", None) or exc
+        return Answer(0, error=f"{type(exc).__name__}: {reason}"[:300])
 
 
 def _json(raw: bytes) -> dict | None:
@@ -552,154 +601,11 @@ def _retry_after(headers) -> float | None:
 
 
 def __getattr__(name: str):
-    # DashboardAudioRecorder subclasses Pipecat's AudioBufferProcessor: it is made on first use, so
-    # that the base install (and the demo bot) never imports Pipecat.
+    # DashboardAudioRecorder subclasses Pipecat's AudioBufferProcessor (rtvi_dashboard/recorder.py): it is
+    # imported on first use, so that the base install (and the demo bot) never imports Pipecat.
     if name == "DashboardAudioRecorder":
-        recorder = _define_recorder()
-        globals()[name] = recorder
-        return recorder
+        from rtvi_dashboard.recorder import DashboardAudioRecorder
+
+        globals()[name] = DashboardAudioRecorder
+        return DashboardAudioRecorder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _define_recorder():
-    from pipecat.frames.frames import CancelFrame, EndFrame, Frame
-    from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
-    from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
-
-    class DashboardAudioRecorder(AudioBufferProcessor):
-        """Pipecat's AudioBufferProcessor, recording the call into the dashboard.
-
-        Place it right after the output transport (rtvi_dashboard.pipecat does,
-        when recording is on): there it sees the caller's audio as the input
-        transport received it (InputAudioRawFrame) and the bot's as the output
-        transport sent it (OutputAudioRawFrame, pushed on once written).
-
-        It records from the StartFrame, at the pipeline's output sample rate
-        (or `sample_rate`), one channel, and cuts both tracks every
-        `chunk_seconds` (RTVI_DASHBOARD_AUDIO_CHUNK_SECONDS, 10 s):
-        AudioBufferProcessor hands over the user and bot tracks with equal
-        length, each chunk goes to the uploader. At the start (setup) the
-        uploader asks the dashboard whether to record, in the background so
-        that the pipeline never waits for it; when the dashboard says no,
-        recording stops and nothing is uploaded. On EndFrame and CancelFrame
-        the last partial chunk goes too, and cleanup waits (at most
-        `close_timeout` seconds) for the queue to be uploaded.
-
-        Each chunk is stamped on its own: its start is the wall-clock time
-        when it is handed over (its last sample has just reached this
-        processor) minus its duration. AudioBufferProcessor's buffers are a
-        sample count, not a clock: it pads silence by heuristics (a gap of
-        over 200 ms, the other track's length, not while someone speaks), so a
-        sample count from the start of the call drifts from the wall clock
-        the transcript is timed by. Anchoring each chunk's end to the clock
-        bounds the error to what one chunk's heuristics add; it never
-        accumulates over the call, and a lost chunk shifts nothing.
-
-        Each track's chunk is what that track holds, without the silence
-        AudioBufferProcessor pads the shorter one with at its end to even them
-        out: that silence stands for no time that passed (the input
-        resampler hands the caller's audio over in bursts of ~70 ms, so the
-        tracks' lengths differ by up to one), and kept, it would put all of
-        the shorter track's audio that much too early. So the user and bot
-        chunks of one cut may differ in length and start by a few tens of
-        milliseconds; each ends when the cut was made.
-        """
-
-        def __init__(
-            self,
-            *,
-            uploader: AudioUploader | None = None,
-            dashboard_url: str | None = None,
-            token: str | None = None,
-            session_id: str | None = None,
-            agent_id: str | None = None,
-            chunk_seconds: float | None = None,
-            sample_rate: int | None = None,
-            close_timeout: float = 10.0,
-            **kwargs,
-        ):
-            super().__init__(sample_rate=sample_rate, num_channels=1, auto_start_recording=True, **kwargs)
-            if uploader is None:
-                if not session_id:
-                    raise ValueError("DashboardAudioRecorder needs an uploader or a session_id")
-                uploader = AudioUploader(
-                    dashboard_url or os.environ.get("RTVI_DASHBOARD_URL", "ws://127.0.0.1:8000"),
-                    token if token is not None else os.environ.get("RTVI_DASHBOARD_TOKEN", ""),
-                    session_id,
-                    agent_id,
-                )
-            self.uploader = uploader
-            self.chunk_seconds = chunk_seconds_from_env(chunk_seconds)
-            self.close_timeout = close_timeout
-            self.chunks = dict.fromkeys(TRACKS, 0)  # chunks handed to the uploader, per track
-            self._is_set_up = False
-            self._closed = False
-
-        async def setup(self, setup: FrameProcessorSetup):
-            if self._is_set_up:
-                return  # placed into a pipeline that was already setting up, and set up by whoever placed it
-            self._is_set_up = True
-            await super().setup(setup)
-            if not MIN_SAMPLE_RATE <= self.sample_rate <= MAX_SAMPLE_RATE:
-                logger.warning(
-                    "Dashboard audio: the pipeline's %d Hz is outside %d-%d Hz; nothing is recorded",
-                    self.sample_rate, MIN_SAMPLE_RATE, MAX_SAMPLE_RATE,
-                )  # fmt: skip
-                self._auto_start_recording = False
-                return
-            self._buffer_size = max(2, int(self.sample_rate * self.chunk_seconds)) * 2
-            self.uploader.start()  # the check first, in the background
-
-        async def _ensure_set_up(self, setup: FrameProcessorSetup) -> None:
-            """Set up now, unless the pipeline has (for one who placed it while the pipeline was setting up)."""
-            if self._is_set_up:
-                return
-            self._setup_started()
-            try:
-                await self.setup(setup)
-            finally:
-                self._setup_finished()
-
-        async def process_frame(self, frame: Frame, direction: FrameDirection):
-            if self._recording and not self.uploader.recording:
-                # The dashboard said no (or stopped the recording): stop buffering audio that nobody takes.
-                logger.info("Dashboard audio for %s: not recording (%s)", self.uploader.session_id, self.uploader.why)
-                await self.stop_recording()
-            await super().process_frame(frame, direction)  # on EndFrame and CancelFrame, the last chunk goes
-            if isinstance(frame, EndFrame | CancelFrame):
-                self.uploader.finish()  # what is left goes now, retried sooner; cleanup waits for it
-
-        def _align_track_buffers(self):
-            # How much each track really holds, before the shorter one is padded with silence at its end.
-            self._real_lengths = (len(self._user_audio_buffer), len(self._bot_audio_buffer))
-            super()._align_track_buffers()
-
-        async def _call_event_handler(self, event_name: str, *args, **kwargs):
-            # Event handlers run in tasks of their own; the chunk is stamped here, as it is handed over.
-            if event_name == "on_track_audio_data" and len(args) >= 3:
-                self._submit(args[0], args[1], args[2], time.time())
-            await super()._call_event_handler(event_name, *args, **kwargs)
-
-        def _submit(self, user: bytes, bot: bytes, sample_rate: int, now: float) -> None:
-            real, self._real_lengths = getattr(self, "_real_lengths", None), None
-            if not sample_rate:
-                return
-            lengths = real or (len(user), len(bot))
-            for track, pcm, length in (("user", user, lengths[0]), ("bot", bot, lengths[1])):
-                pcm = bytes(pcm[:length])  # without the silence that only evened the tracks out
-                if pcm and self.uploader.submit(track, pcm, sample_rate, now - len(pcm) / 2 / sample_rate):
-                    self.chunks[track] += 1
-
-        async def cleanup(self):
-            await super().cleanup()
-            await self.close()
-
-        async def close(self) -> bool:
-            """Upload what is left (bounded by close_timeout) and stop; True when all was stored."""
-            if self._closed:
-                return self.uploader.pending == 0
-            self._closed = True
-            return await self.uploader.close(self.close_timeout)
-
-    DashboardAudioRecorder.__module__ = __name__
-    return DashboardAudioRecorder

@@ -76,7 +76,131 @@ class ControlRefused(Exception):
     """A control frame this bot will not apply; the message is the reason the dashboard shows."""
 
 
+class _Control:
+    """The dashboard acting on the call: its control frames, applied by the bot's handler and answered once each.
+
+    Each frame is applied and answered in a task of its own, so that acks keep being read meanwhile.
+    """
+
+    def __init__(self, stats: dict):
+        self.handler: ControlHandler | None = None
+        self.stats = stats
+        self._tasks: set[asyncio.Task] = set()
+
+    def take(self, socket, frame: dict) -> None:
+        task = asyncio.get_running_loop().create_task(self.answer(socket, frame))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def answer(self, socket, frame: dict) -> None:
+        control_id = frame.get("id")
+        if not isinstance(control_id, str):
+            logger.warning("A control frame without an id was ignored")
+            return
+        then, error = None, ""
+        self.stats["controls"] += 1
+        try:
+            if self.handler is None:
+                raise ControlRefused("this bot takes no control frames")
+            if frame.get("v") != CONTROL_VERSION:
+                raise ControlRefused(f"control version {frame.get('v')!r}: this bot speaks {CONTROL_VERSION}")
+            if frame.get("action") not in CONTROL_ACTIONS:
+                raise ControlRefused(f"unknown action {str(frame.get('action'))[:40]!r}")
+            then = await self.handler(frame)
+        except Exception as exc:  # whatever the handler raises is the reason, and the bot goes on
+            error = (str(exc) or type(exc).__name__)[:MAX_CONTROL_ERROR]
+            logger.warning("The dashboard's %s was not applied: %s", frame.get("action"), error)
+        answer = {"type": CONTROL_RESULT, "id": control_id, "ok": not error}
+        if error:
+            answer["error"] = error
+        try:
+            await socket.send(json.dumps(answer))
+        except Exception as exc:  # the connection went: the dashboard says it had no answer
+            logger.warning("The answer to the dashboard's %s was not sent: %s", frame.get("action"), exc)
+        if then is not None:
+            try:
+                await then()
+            except Exception:
+                logger.exception("Applying the dashboard's %s failed", frame.get("action"))
+
+
+class _Outbox:
+    """The messages the dashboard has not stored yet: numbered, oldest first, within a bound (the oldest are
+    dropped, and counted), each sent again on every new connection until it is acknowledged."""
+
+    def __init__(self, stats: dict):
+        self.stats = stats
+        self.seq = 0  # the last seq given
+        self.unacked: OrderedDict[int, str] = OrderedDict()  # seq -> frame text, oldest first
+        self.unsent: list[int] = []  # seqs not yet written on the current connection
+
+    def add(self, frame: str, max_buffer: int) -> int:
+        """A message's frame (numbered self.seq + 1): its seq."""
+        self.seq += 1
+        if len(self.unacked) >= max_buffer:
+            self.unacked.popitem(last=False)
+            self.stats["dropped"] += 1
+            if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
+                logger.warning("Dashboard unreachable: %d messages dropped so far", self.stats["dropped"])
+        self.unacked[self.seq] = frame
+        self.unsent.append(self.seq)
+        return self.seq
+
+    def resend(self) -> None:
+        """Everything unacknowledged goes again, in order."""
+        self.unsent = list(self.unacked)
+
+    def next_frames(self, max_batch: int, max_frame_bytes: int) -> list[str]:
+        """The next frames to send together: at most max_batch, and within the frame limit in bytes."""
+        frames, size, taken = [], 16, 0
+        for seq in self.unsent:
+            if len(frames) >= max_batch:
+                break
+            frame = self.unacked.get(seq)
+            taken += 1
+            if frame is None:
+                continue
+            if frames and size + len(frame) + 1 > max_frame_bytes:
+                taken -= 1
+                break
+            frames.append(frame)
+            size += len(frame) + 1
+        del self.unsent[:taken]
+        return frames
+
+    def drop_too_big(self, max_frame_bytes: int) -> None:
+        for seq, frame in list(self.unacked.items()):
+            if len(frame.encode()) > max_frame_bytes:
+                del self.unacked[seq]
+                self.stats["too_big"] += 1
+                logger.warning("RTVI message %d dropped: over the dashboard's frame limit", seq)
+
+    def acknowledge(self, seq) -> None:
+        """{"ack": seq}: that one is stored."""
+        if self.unacked.pop(seq, None) is not None:
+            self.stats["acked"] += 1
+
+    def acknowledge_ranges(self, runs) -> None:
+        """{"acks": [[first, last], ...]}: every seq in those runs is stored."""
+        if not isinstance(runs, list):
+            return
+        for run in runs:
+            if not valid_range(run):
+                continue
+            first, last = run
+            if last - first >= len(self.unacked):
+                # A run wider than what we hold: walk what we hold, not the run.
+                seqs = [seq for seq in self.unacked if first <= seq <= last]
+            else:
+                seqs = range(first, last + 1)
+            for seq in seqs:
+                if self.unacked.pop(seq, None) is not None:
+                    self.stats["acked"] += 1
+
+
 class DashboardClient:
+    """Streams one session's RTVI messages to the dashboard (see the module's docstring); one event loop."""
+
     def __init__(
         self,
         url: str,
@@ -105,9 +229,6 @@ class DashboardClient:
         self.batch_interval = batch_interval
         self.max_batch = max_batch
         self.max_frame_bytes = max_frame_bytes
-        self._seq = 0
-        self._unacked: OrderedDict[int, str] = OrderedDict()  # seq -> frame text, oldest first
-        self._unsent: list[int] = []  # seqs not yet written on the current connection
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -127,8 +248,8 @@ class DashboardClient:
         }
         self.last_error = ""
         self._resend_at: float | None = None
-        self._control: ControlHandler | None = None
-        self._control_tasks: set[asyncio.Task] = set()
+        self._outbox = _Outbox(self.stats)
+        self._control = _Control(self.stats)
 
     # --- control: the dashboard acting on the call ------------------------------
 
@@ -137,49 +258,12 @@ class DashboardClient:
 
         Set it before start(): the capability goes in the ingest URL (`?control=1`).
         """
-        self._control = handler
+        self._control.handler = handler
 
     @property
     def connect_url(self) -> str:
         """The ingest URL this client connects to: `url`, with the control capability when it has a handler."""
-        return f"{self.url}&{CONTROL_PARAM}={CONTROL_VERSION}" if self._control is not None else self.url
-
-    def _take_control(self, socket, frame: dict) -> None:
-        """A control frame: applied and answered in a task of its own, so that acks keep being read."""
-        task = asyncio.get_running_loop().create_task(self._answer_control(socket, frame))
-        self._control_tasks.add(task)
-        task.add_done_callback(self._control_tasks.discard)
-
-    async def _answer_control(self, socket, frame: dict) -> None:
-        control_id = frame.get("id")
-        if not isinstance(control_id, str):
-            logger.warning("A control frame without an id was ignored")
-            return
-        then, error = None, ""
-        self.stats["controls"] += 1
-        try:
-            if self._control is None:
-                raise ControlRefused("this bot takes no control frames")
-            if frame.get("v") != CONTROL_VERSION:
-                raise ControlRefused(f"control version {frame.get('v')!r}: this bot speaks {CONTROL_VERSION}")
-            if frame.get("action") not in CONTROL_ACTIONS:
-                raise ControlRefused(f"unknown action {str(frame.get('action'))[:40]!r}")
-            then = await self._control(frame)
-        except Exception as exc:  # whatever the handler raises is the reason, and the bot goes on
-            error = (str(exc) or type(exc).__name__)[:MAX_CONTROL_ERROR]
-            logger.warning("The dashboard's %s was not applied: %s", frame.get("action"), error)
-        answer = {"type": CONTROL_RESULT, "id": control_id, "ok": not error}
-        if error:
-            answer["error"] = error
-        try:
-            await socket.send(json.dumps(answer))
-        except Exception as exc:  # the connection went: the dashboard says it had no answer
-            logger.warning("The answer to the dashboard's %s was not sent: %s", frame.get("action"), exc)
-        if then is not None:
-            try:
-                await then()
-            except Exception:
-                logger.exception("Applying the dashboard's %s failed", frame.get("action"))
+        return f"{self.url}&{CONTROL_PARAM}={CONTROL_VERSION}" if self._control.handler is not None else self.url
 
     # --- the bot's side: cheap and synchronous ---------------------------------
 
@@ -202,7 +286,7 @@ class DashboardClient:
     def _queue(self, message: dict, direction: str) -> int | None:
         try:
             frame = json.dumps(
-                {"seq": self._seq + 1, "direction": direction, "sent_at": time.time(), "message": message},
+                {"seq": self._outbox.seq + 1, "direction": direction, "sent_at": time.time(), "message": message},
                 allow_nan=False,
             )
         except (TypeError, ValueError, RecursionError) as exc:
@@ -217,15 +301,7 @@ class DashboardClient:
             )
             logger.warning("%s", self.last_error)
             return None
-        self._seq += 1
-        seq = self._seq
-        if len(self._unacked) >= self.max_buffer:
-            self._unacked.popitem(last=False)
-            self.stats["dropped"] += 1
-            if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
-                logger.warning("Dashboard unreachable: %d messages dropped so far", self.stats["dropped"])
-        self._unacked[seq] = frame
-        self._unsent.append(seq)
+        seq = self._outbox.add(frame, self.max_buffer)
         if self._wake is not None:
             self._idle.clear()
             self._wake.set()
@@ -233,7 +309,7 @@ class DashboardClient:
 
     async def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything sent so far is acknowledged; False on timeout."""
-        if not self._unacked:
+        if not self._outbox.unacked:
             return True
         if self._idle is None:
             return False
@@ -279,8 +355,7 @@ class DashboardClient:
                     self._socket = socket
                     self.stats["connected"] = True
                     delay = 0.2
-                    # Everything unacknowledged goes again, in order.
-                    self._unsent = list(self._unacked)
+                    self._outbox.resend()
                     reader = asyncio.create_task(self._read(socket))
                     try:
                         await self._write(socket, reader)
@@ -295,7 +370,7 @@ class DashboardClient:
                 if code == CLOSE_TOO_BIG:
                     # The dashboard's limit is lower than ours: send smaller batches from now on.
                     self.max_frame_bytes = max(16 * 1024, self.max_frame_bytes // 2)
-                    self._drop_too_big()
+                    self._outbox.drop_too_big(self.max_frame_bytes)
                 if code in FATAL_CLOSE_CODES:
                     logger.error("The dashboard refused this bot (%s): %s", code, self.last_error)
                     delay = max(delay, 30.0)
@@ -306,20 +381,13 @@ class DashboardClient:
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 10.0)
 
-    def _drop_too_big(self) -> None:
-        for seq, frame in list(self._unacked.items()):
-            if len(frame.encode()) > self.max_frame_bytes:
-                del self._unacked[seq]
-                self.stats["too_big"] += 1
-                logger.warning("RTVI message %d dropped: over the dashboard's frame limit", seq)
-
     async def _write(self, socket, reader: asyncio.Task) -> None:
         while not reader.done():
             if self._resend_at is not None and time.monotonic() >= self._resend_at:
                 # The dashboard could not store for a while: everything unacknowledged goes again.
                 self._resend_at = None
-                self._unsent = list(self._unacked)
-            if not self._unsent:
+                self._outbox.resend()
+            if not self._outbox.unsent:
                 self._wake.clear()
                 wait = asyncio.create_task(self._wake.wait())
                 timeout = None if self._resend_at is None else max(0.0, self._resend_at - time.monotonic())
@@ -330,29 +398,11 @@ class DashboardClient:
                     wait.cancel()
                 continue
             await asyncio.sleep(self.batch_interval)  # let a few messages gather into one frame
-            frames = self._next_frames()
+            frames = self._outbox.next_frames(self.max_batch, self.max_frame_bytes)
             if frames:
                 await socket.send(frames[0] if len(frames) == 1 else '{"batch": [' + ",".join(frames) + "]}")
                 self.stats["sent"] += len(frames)
         reader.result()  # re-raise why the connection ended
-
-    def _next_frames(self) -> list[str]:
-        """The next frames to send together: at most max_batch, and within the frame limit in bytes."""
-        frames, size, taken = [], 16, 0
-        for seq in self._unsent:
-            if len(frames) >= self.max_batch:
-                break
-            frame = self._unacked.get(seq)
-            taken += 1
-            if frame is None:
-                continue
-            if frames and size + len(frame) + 1 > self.max_frame_bytes:
-                taken -= 1
-                break
-            frames.append(frame)
-            size += len(frame) + 1
-        del self._unsent[:taken]
-        return frames
 
     async def _read(self, socket) -> None:
         async for raw in socket:
@@ -363,19 +413,18 @@ class DashboardClient:
             if not isinstance(reply, dict):
                 continue
             if reply.get("type") == CONTROL:
-                self._take_control(socket, reply)
+                self._control.take(socket, reply)
                 continue
             if "acks" in reply:
-                self._acknowledge_ranges(reply["acks"])
+                self._outbox.acknowledge_ranges(reply["acks"])
             elif "ack" in reply:
-                if self._unacked.pop(reply["ack"], None) is not None:
-                    self.stats["acked"] += 1
+                self._outbox.acknowledge(reply["ack"])
             elif "error" in reply:
                 self.stats["errors"] += 1
                 self.last_error = str(reply["error"])
                 if reply.get("seq") is not None:
                     # Recorded as invalid: final, do not resend.
-                    self._unacked.pop(reply["seq"], None)
+                    self._outbox.unacked.pop(reply["seq"], None)
                 elif reply.get("retry"):
                     self.stats["retries"] += 1
                     self._resend_at = time.monotonic() + min(5.0, 0.5 * 2 ** min(self.stats["retries"], 3))
@@ -384,22 +433,5 @@ class DashboardClient:
                     logger.error("The dashboard refused this bot: %s", reply["error"])
                 else:
                     logger.warning("The dashboard answered: %s", reply["error"])
-            if not self._unacked:
+            if not self._outbox.unacked:
                 self._idle.set()
-
-    def _acknowledge_ranges(self, runs) -> None:
-        """{"acks": [[first, last], ...]}: every seq in those runs is stored."""
-        if not isinstance(runs, list):
-            return
-        for run in runs:
-            if not valid_range(run):
-                continue
-            first, last = run
-            if last - first >= len(self._unacked):
-                # A run wider than what we hold: walk what we hold, not the run.
-                seqs = [seq for seq in self._unacked if first <= seq <= last]
-            else:
-                seqs = range(first, last + 1)
-            for seq in seqs:
-                if self._unacked.pop(seq, None) is not None:
-                    self.stats["acked"] += 1

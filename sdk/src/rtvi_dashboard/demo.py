@@ -598,41 +598,18 @@ class _Ended(Exception):
     """An operator ended the call from the dashboard."""
 
 
-class _Call:
-    """One session being played: its script in its scenario, and what the bot has said so far."""
+def system_log(level: str, text: str) -> dict:
+    """A line of the bot's log, as the package's log forwarding sends it (rtvi_dashboard.logs)."""
+    return rtvi("system-log", {"text": text, "level": level})
 
-    def __init__(
-        self,
-        send: Callable[..., object],
-        rng: random.Random,
-        speed: float,
-        persona: Persona,
-        script: Script,
-        scenario: str,
-        tape: Tape | None = None,
-    ):
-        self.send, self.random, self.speed = send, rng, speed
-        self.persona, self.script, self.scenario = persona, script, scenario
-        self.tape = tape  # the call's audio, when it is recorded
-        self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
-        self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
-        # The dashboard's control frames (DashboardClient.set_control): an end stops the call at its next
-        # pause; a sent text is answered at the next turn, as an LLM given it would.
+
+class _Clock:
+    """A call's time: waits as people and networks take them, `speed` times faster than real time. An
+    operator's end (`ending`) cuts any wait short: it raises `_Ended`."""
+
+    def __init__(self, rng: random.Random, speed: float):
+        self.random, self.speed = rng, speed
         self.ending = asyncio.Event()
-        self.ended_by_operator = False
-        self.sent_texts: list[str] = []
-
-    async def control(self, frame: dict) -> None:
-        """An operator's control frame, taken as a Pipecat bot takes it (rtvi_dashboard.pipecat): "end" ends
-        the call (its pipeline stops; the bot closes as finished), "send-text" gives the bot text to answer."""
-        if frame["action"] == "end":
-            self.ended_by_operator = True
-            self.ending.set()
-            return
-        content = frame.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise ControlRefused("send-text: content must be a non-empty string")
-        self.sent_texts.append(content.strip())
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, unless an operator ends the call meanwhile (then `_Ended`)."""
@@ -655,124 +632,14 @@ class _Call:
         """Wait exactly this long: a duration the bot reports in a metric."""
         await self._sleep(seconds / self.speed)
 
-    async def play(self, count: int) -> bool:
-        """Play `count` turns of the script; False when the bot left without a goodbye (abrupt, fatal).
-        An operator's end stops it where it is (True: the bot finishes, `ended_by_operator`)."""
-        try:
-            return await self._play(count)
-        except _Ended:
-            return True
 
-    async def answer_sent_texts(self) -> None:
-        """What operators sent since the last turn, answered by the bot: the text as the LLM's reply."""
-        while self.sent_texts:
-            text = self.sent_texts.pop(0)
-            await self.bot_turn(Turn(user="", reply=(text,)), self.llm_ttfb(), False, None)
-            await self.pause(0.6)
+class _Sound:
+    """A call's audio, when it is recorded (`tape`): each line's speech laid where its messages say."""
 
-    async def _play(self, count: int) -> bool:
-        turns = [self.script.turns[i % len(self.script.turns)] for i in range(count)]
-        strike = self.strike_at(turns)
-        if self.scenario == "function_error" and strike is not None:
-            turns = [*turns[: strike + 1], WRAP_UP]
-        self.ready()
-        cut_off = False
-        for index, turn in enumerate(turns):
-            here = index == strike
-            if not cut_off:
-                await self.answer_sent_texts()
-            await self.user_turn(turn.user, barging_in=cut_off)
-            if here and self.scenario == "glitch":
-                self.send(rtvi("error", {"error": glitch_text(self.random), "fatal": False}))
-            if here and self.scenario == "fatal":
-                self.send(rtvi("bot-llm-started"))
-                await self.pause(0.4)
-                self.send(rtvi("error", {"error": fatal_text(self.random, self.persona.llm), "fatal": True}))
-                return False
-            slow = here and self.scenario == "slow_turn"
-            ttfb = self.random.uniform(2.0, 4.0) if slow else self.llm_ttfb()
-            if slow:
-                llm = self.persona.llm
-                self.log("WARNING", f"{llm.processor}:_process_context:312 - {llm.model} slow to answer ({ttfb:.1f} s)")
-            stop = self.cut_point(turn.reply) if here and self.scenario in ("barge_in", "abrupt") else None
-            aside = here and self.scenario == "backchannel"
-            cut_off = not await self.bot_turn(turn, ttfb, here and self.scenario == "function_error", stop, aside)
-            if cut_off and self.scenario == "abrupt":
-                return False
-            if cut_off:
-                continue  # the user is speaking over the bot already: their turn has begun
-            if turn.request is not None:
-                await self.request(turn.request)
-            await self.pause(0.9)  # the user thinks before answering
-        return True
+    def __init__(self, tape: Tape | None):
+        self.tape = tape
 
-    def strike_at(self, turns: list[Turn]) -> int | None:
-        """The turn where the scenario happens; None when it has none (or no turn it could happen at)."""
-        if self.scenario == "clean":
-            return None
-        if self.scenario == "barge_in":
-            candidates = list(range(len(turns) - 1))  # the barge-in is the next turn's line
-        elif self.scenario == "function_error":
-            candidates = [i for i, turn in enumerate(turns) if turn.function is not None]
-        else:
-            candidates = list(range(len(turns)))
-        return self.random.choice(candidates) if candidates else None
-
-    def cut_point(self, reply: tuple[str, ...]) -> int:
-        """The word of the reply at which the bot is cut off: a few words in, before its last."""
-        words = len(" ".join(reply).split())
-        return self.random.randint(min(2, words - 1), words - 1)
-
-    def llm_ttfb(self) -> float:
-        return self.random.uniform(*LLM_TTFB[self.persona.latency])
-
-    def ready(self) -> None:
-        """The client and the bot greet each other; Pipecat reports zeros for its services at the start."""
-        version = "1.0.0" if self.random.random() < 0.2 else "2.1.0"
-        ready_id = f"{self.random.getrandbits(32):08x}"
-        self.send(rtvi("client-ready", {"version": version, "about": {"library": "@pipecat-ai/client-js", "library_version": "1.4.0", "platform": "browser"}}, id=ready_id), "from-client")  # fmt: skip # noqa: E501
-        self.send(rtvi("bot-ready", {"version": version, "about": {"library": "pipecat-ai", "library_version": "1.14.0"}}, id=ready_id))  # fmt: skip # noqa: E501
-        zeros = [{"processor": s.processor, "value": 0.0} for s in (self.persona.llm, self.persona.tts)]
-        self.send(rtvi("metrics", {"ttfb": zeros, "processing": zeros}))
-        llm, tts = self.persona.llm, self.persona.tts
-        self.log("INFO", f"pipecat.pipeline.task:_setup:201 - PipelineTask#0 started ({llm.model}, {tts.model})")
-
-    def log(self, level: str, text: str) -> None:
-        """A line of the bot's log, as the package's log forwarding sends it (rtvi_dashboard.logs)."""
-        self.send(rtvi("system-log", {"text": text, "level": level}))
-
-    async def user_turn(self, text: str, barging_in: bool) -> None:
-        """The user speaks: partial transcripts, the final one, what goes to the LLM.
-
-        Pipecat sends bot-interrupted at every user turn start; when the user
-        barges in, the bot stops speaking only then.
-        """
-        speech = await self.tape_line("user", text)
-        self.send(rtvi("user-started-speaking"))
-        self.hear("user", speech)
-        self.send(rtvi("bot-interrupted"))
-        if barging_in:
-            self.send(rtvi("bot-stopped-speaking"))
-            self.silence("bot")
-        words = text.split()
-        partials = range(2, len(words), 2)
-        # With audio, the partial transcripts come as the line is heard, and the final as it ends.
-        share = None if speech is None else len(speech) / AUDIO_RATE / (0.6 * len(partials) + 0.5)
-        for i in partials:
-            await self.pause(0.6, None if share is None else 0.6 * share)
-            self.transcription(" ".join(words[:i]).lower(), final=False)
-        await self.pause(0.5, None if share is None else 0.5 * share)
-        self.transcription(text, final=True)
-        stt = self.persona.stt
-        self.send(metric("ttfb", stt, self.random.uniform(0.08, 0.2)))
-        audio_seconds = round(0.3 * len(words) + self.random.uniform(0.4, 0.9), 2)
-        self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": audio_seconds}}]}))  # fmt: skip # noqa: E501
-        self.send(rtvi("user-llm-text", {"text": text}))
-        self.send(rtvi("user-stopped-speaking"))
-        self.silence("user")
-        self.context_tokens += token_count(text)
-
-    async def tape_line(self, track: str, text: str) -> array | None:
+    async def line(self, track: str, text: str) -> array | None:
         """A line's speech, when the call is recorded."""
         return None if self.tape is None else await VOICE.say(track, text)
 
@@ -786,43 +653,49 @@ class _Call:
         if self.tape is not None:
             self.tape.cut(track)
 
+
+class _Caller:
+    """The caller's side of a call, as a Pipecat bot reports it: their turns, and their "mhm" over a reply."""
+
+    def __init__(self, send: Callable[..., object], rng: random.Random, clock: _Clock, sound: _Sound, stt: Service):
+        self.send, self.random, self.clock, self.sound, self.stt = send, rng, clock, sound, stt
+
+    async def turn(self, text: str, barging_in: bool) -> None:
+        """The user speaks: partial transcripts, the final one, what goes to the LLM.
+
+        Pipecat sends bot-interrupted at every user turn start; when the user
+        barges in, the bot stops speaking only then.
+        """
+        speech = await self.sound.line("user", text)
+        self.send(rtvi("user-started-speaking"))
+        self.sound.hear("user", speech)
+        self.send(rtvi("bot-interrupted"))
+        if barging_in:
+            self.send(rtvi("bot-stopped-speaking"))
+            self.sound.silence("bot")
+        words = text.split()
+        partials = range(2, len(words), 2)
+        # With audio, the partial transcripts come as the line is heard, and the final as it ends.
+        share = None if speech is None else len(speech) / AUDIO_RATE / (0.6 * len(partials) + 0.5)
+        for i in partials:
+            await self.clock.pause(0.6, None if share is None else 0.6 * share)
+            self.transcription(" ".join(words[:i]).lower(), final=False)
+        await self.clock.pause(0.5, None if share is None else 0.5 * share)
+        self.transcription(text, final=True)
+        stt = self.stt
+        self.send(metric("ttfb", stt, self.random.uniform(0.08, 0.2)))
+        audio_seconds = round(0.3 * len(words) + self.random.uniform(0.4, 0.9), 2)
+        self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": audio_seconds}}]}))  # fmt: skip # noqa: E501
+        self.send(rtvi("user-llm-text", {"text": text}))
+        self.send(rtvi("user-stopped-speaking"))
+        self.sound.silence("user")
+
     def transcription(self, text: str, final: bool) -> None:
         """Pipecat sends each transcription twice: as user-input, then as user-transcription."""
         timestamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         heard = {"text": text, "user_id": "caller", "timestamp": timestamp, "final": final}
         self.send(rtvi("user-input", {**heard, "input_type": "transcription"}))
         self.send(rtvi("user-transcription", heard))
-
-    async def bot_turn(
-        self, turn: Turn, ttfb: float, failing: bool, stop: int | None, backchannel: bool = False
-    ) -> bool:
-        """The LLM answers (after a function call, if the turn has one) and the bot speaks.
-
-        `failing`: the function call fails and the bot apologises instead. `stop`: the
-        word of the reply at which the bot is cut off. `backchannel`: midway, the caller
-        says "mhm" and the bot speaks on. Returns whether it said all of it.
-        """
-        llm = self.persona.llm
-        self.send(rtvi("bot-llm-started"))
-        await self.wait(ttfb)
-        self.send(metric("ttfb", llm, ttfb))
-        reply = turn.reply
-        if turn.function is not None:
-            ttfb = await self.call_function(turn.function, ttfb, failing)
-            reply = turn.function.apology if failing else turn.reply
-        # The LLM streams on while the TTS starts on the first sentence.
-        tokens = [word if i == 0 else f" {word}" for i, word in enumerate(" ".join(reply).split(" "))]
-        first_sentence = len(reply[0].split(" "))
-        speech = [await self.tape_line("bot", sentence) for sentence in reply] if self.tape is not None else None
-        speech = speech if speech and all(speech) else None
-        aside = await self.aside(len(tokens)) if backchannel else None
-        for i, token in enumerate(tokens, 1):
-            self.send(rtvi("bot-llm-text", {"text": token}))
-            await self.pause(0.025)
-            if i == first_sentence:
-                await self.start_speaking(speech)
-        self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
-        return await self.speak(reply, stop, speech, aside)
 
     async def aside(self, words: int) -> Aside:
         """The caller's backchannel over a reply of `words` words: where in it, what, how long.
@@ -833,7 +706,7 @@ class _Call:
         word = self.random.randint(max(1, words // 3), max(1, (2 * words) // 3))
         text, seconds = self.random.choice(BACKCHANNELS), self.random.uniform(0.35, 0.6)
         aside = Aside(word, text, seconds, stt_ttfb=self.random.uniform(0.08, 0.2))
-        aside.speech = await self.tape_line("user", aside.text)
+        aside.speech = await self.sound.line("user", aside.text)
         if aside.speech:
             aside.seconds = len(aside.speech) / AUDIO_RATE
         return aside
@@ -841,18 +714,69 @@ class _Call:
     def aside_starts(self, aside: Aside) -> None:
         """The caller starts their "mhm": raw voice activity only, which the bot's turn strategy lets pass."""
         self.send(rtvi("vad-user-started-speaking"))
-        self.hear("user", aside.speech)
+        self.sound.hear("user", aside.speech)
         aside.heard = 0.0
 
     def aside_ends(self, aside: Aside) -> None:
         """The "mhm" is over: its transcription, and the end of the voice activity; no turn, the bot speaks on."""
         self.transcription(aside.text, final=True)
-        stt = self.persona.stt
+        stt = self.stt
         self.send(metric("ttfb", stt, aside.stt_ttfb))
         self.send(rtvi("metrics", {"stt_usage": [{"processor": stt.processor, "model": stt.model, "value": {"audio_seconds": round(aside.seconds, 2)}}]}))  # fmt: skip # noqa: E501
         self.send(rtvi("vad-user-stopped-speaking"))
-        self.silence("user")
+        self.sound.silence("user")
         aside.done = True
+
+
+class _Bot:
+    """The bot's side of a call: its LLM answering (after a function call, when the turn has one), with the
+    conversation so far as its context, and its TTS speaking the answer word by word."""
+
+    def __init__(
+        self,
+        send: Callable[..., object],
+        rng: random.Random,
+        clock: _Clock,
+        sound: _Sound,
+        persona: Persona,
+        caller: _Caller,
+    ):
+        self.send, self.random, self.clock, self.sound = send, rng, clock, sound
+        self.persona, self.caller = persona, caller
+        self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
+        self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
+
+    def llm_ttfb(self) -> float:
+        return self.random.uniform(*LLM_TTFB[self.persona.latency])
+
+    async def turn(self, turn: Turn, ttfb: float, failing: bool, stop: int | None, backchannel: bool = False) -> bool:
+        """The LLM answers (after a function call, if the turn has one) and the bot speaks.
+
+        `failing`: the function call fails and the bot apologises instead. `stop`: the
+        word of the reply at which the bot is cut off. `backchannel`: midway, the caller
+        says "mhm" and the bot speaks on. Returns whether it said all of it.
+        """
+        llm = self.persona.llm
+        self.send(rtvi("bot-llm-started"))
+        await self.clock.wait(ttfb)
+        self.send(metric("ttfb", llm, ttfb))
+        reply = turn.reply
+        if turn.function is not None:
+            ttfb = await self.call_function(turn.function, ttfb, failing)
+            reply = turn.function.apology if failing else turn.reply
+        # The LLM streams on while the TTS starts on the first sentence.
+        tokens = [word if i == 0 else f" {word}" for i, word in enumerate(" ".join(reply).split(" "))]
+        first_sentence = len(reply[0].split(" "))
+        speech = [await self.sound.line("bot", s) for s in reply] if self.sound.tape is not None else None
+        speech = speech if speech and all(speech) else None
+        aside = await self.caller.aside(len(tokens)) if backchannel else None
+        for i, token in enumerate(tokens, 1):
+            self.send(rtvi("bot-llm-text", {"text": token}))
+            await self.clock.pause(0.025)
+            if i == first_sentence:
+                await self.start_speaking(speech)
+        self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
+        return await self.speak(reply, stop, speech, aside)
 
     async def call_function(self, function: Function, ttfb: float, failing: bool) -> float:
         """The LLM asks for a function; the bot runs it and asks the LLM again. Returns that second time to first byte.
@@ -868,16 +792,16 @@ class _Call:
         self.send(rtvi("llm-function-call-in-progress", {**called, "arguments": function.args}))
         if failing:
             reason = failure_text(self.random)
-            await self.pause(3.0)
+            await self.clock.pause(3.0)
             self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": {"error": reason}}))
             self.send(rtvi("error", {"error": f"Function call {function.name} failed: {reason}", "fatal": False}))
-            self.log("WARNING", f"bot:{function.name}:88 - retrying later: {reason}")
+            self.send(system_log("WARNING", f"bot:{function.name}:88 - retrying later: {reason}"))
         else:
-            await self.pause(0.5)
+            await self.clock.pause(0.5)
             self.send(rtvi("llm-function-call-stopped", {**called, "cancelled": False, "result": function.result}))
         self.send(rtvi("bot-llm-started"))
         ttfb = self.llm_ttfb()
-        await self.wait(ttfb)
+        await self.clock.wait(ttfb)
         self.send(metric("ttfb", llm, ttfb))
         return ttfb
 
@@ -894,7 +818,7 @@ class _Call:
     async def start_speaking(self, speech: list[array] | None = None) -> None:
         tts, ttfb = self.persona.tts, self.random.uniform(0.1, 0.3)
         self.send(rtvi("bot-tts-started"))
-        await self.wait(ttfb)
+        await self.clock.wait(ttfb)
         self.send(metric("ttfb", tts, ttfb))
         self.send(rtvi("bot-started-speaking"))
         if speech:
@@ -902,7 +826,7 @@ class _Call:
             reply = array("h")
             for k, sentence in enumerate(speech):
                 reply.extend(sentence if k == len(speech) - 1 else sentence + gap)
-            self.hear("bot", reply)
+            self.sound.hear("bot", reply)
 
     async def speak(
         self,
@@ -932,7 +856,7 @@ class _Call:
                 if said == stop:
                     return False
                 if aside is not None and said == aside.word:
-                    self.aside_starts(aside)
+                    self.caller.aside_starts(aside)
                 said += 1
                 self.send(rtvi("bot-tts-text", {"text": word}))
                 if w == len(words):
@@ -941,16 +865,16 @@ class _Call:
                     self.send(self.bot_output(sentence, "completed", sentence))
                 else:
                     self.send(self.bot_output(sentence, "in-progress", " ".join(words[:w])))
-                await self.pause(0.28, None if seconds is None else seconds / len(words))
+                await self.clock.pause(0.28, None if seconds is None else seconds / len(words))
                 if aside is not None and aside.heard is not None and not aside.done:
                     aside.heard += 0.28 if seconds is None else seconds / len(words)
                     if aside.heard >= aside.seconds:
-                        self.aside_ends(aside)
+                        self.caller.aside_ends(aside)
             self.send(metric("processing", tts, self.random.uniform(0.15, 0.4)))
         if aside is not None and aside.heard is not None and not aside.done:
-            self.aside_ends(aside)  # the caller's word runs to the reply's end: it ends with it
+            self.caller.aside_ends(aside)  # the caller's word runs to the reply's end: it ends with it
         self.send(rtvi("bot-stopped-speaking"))
-        self.silence("bot")
+        self.sound.silence("bot")
         return True
 
     def bot_output(self, sentence: str, status: str, spoken: str = "") -> dict:
@@ -962,8 +886,126 @@ class _Call:
             data["spoken_progress"] = {"accumulated_text": spoken, "remaining_text": sentence[len(spoken) :].strip()}
         return rtvi("bot-output", data)
 
+
+class _Call:
+    """One session being played: its script in its scenario, the caller's side and the bot's, turn by turn."""
+
+    def __init__(
+        self,
+        send: Callable[..., object],
+        rng: random.Random,
+        speed: float,
+        persona: Persona,
+        script: Script,
+        scenario: str,
+        tape: Tape | None = None,
+    ):
+        self.send, self.random, self.speed = send, rng, speed
+        self.persona, self.script, self.scenario = persona, script, scenario
+        self.tape = tape  # the call's audio, when it is recorded
+        self.clock = _Clock(rng, speed)
+        sound = _Sound(tape)
+        self.caller = _Caller(send, rng, self.clock, sound, persona.stt)
+        self.bot = _Bot(send, rng, self.clock, sound, persona, self.caller)
+        # The dashboard's control frames (DashboardClient.set_control): an end stops the call at its next
+        # pause; a sent text is answered at the next turn, as an LLM given it would.
+        self.ended_by_operator = False
+        self.sent_texts: list[str] = []
+
+    async def control(self, frame: dict) -> None:
+        """An operator's control frame, taken as a Pipecat bot takes it (rtvi_dashboard.pipecat): "end" ends
+        the call (its pipeline stops; the bot closes as finished), "send-text" gives the bot text to answer."""
+        if frame["action"] == "end":
+            self.ended_by_operator = True
+            self.clock.ending.set()
+            return
+        content = frame.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ControlRefused("send-text: content must be a non-empty string")
+        self.sent_texts.append(content.strip())
+
+    async def play(self, count: int) -> bool:
+        """Play `count` turns of the script; False when the bot left without a goodbye (abrupt, fatal).
+        An operator's end stops it where it is (True: the bot finishes, `ended_by_operator`)."""
+        try:
+            return await self._play(count)
+        except _Ended:
+            return True
+
+    async def answer_sent_texts(self) -> None:
+        """What operators sent since the last turn, answered by the bot: the text as the LLM's reply."""
+        while self.sent_texts:
+            text = self.sent_texts.pop(0)
+            await self.bot.turn(Turn(user="", reply=(text,)), self.bot.llm_ttfb(), False, None)
+            await self.clock.pause(0.6)
+
+    async def _play(self, count: int) -> bool:
+        turns = [self.script.turns[i % len(self.script.turns)] for i in range(count)]
+        strike = self.strike_at(turns)
+        if self.scenario == "function_error" and strike is not None:
+            turns = [*turns[: strike + 1], WRAP_UP]
+        self.ready()
+        cut_off = False
+        for index, turn in enumerate(turns):
+            here = index == strike
+            if not cut_off:
+                await self.answer_sent_texts()
+            await self.caller.turn(turn.user, barging_in=cut_off)
+            self.bot.context_tokens += token_count(turn.user)  # the user's line joins the LLM's context
+            if here and self.scenario == "glitch":
+                self.send(rtvi("error", {"error": glitch_text(self.random), "fatal": False}))
+            if here and self.scenario == "fatal":
+                self.send(rtvi("bot-llm-started"))
+                await self.clock.pause(0.4)
+                self.send(rtvi("error", {"error": fatal_text(self.random, self.persona.llm), "fatal": True}))
+                return False
+            slow = here and self.scenario == "slow_turn"
+            ttfb = self.random.uniform(2.0, 4.0) if slow else self.bot.llm_ttfb()
+            if slow:
+                llm = self.persona.llm
+                self.send(system_log("WARNING", f"{llm.processor}:_process_context:312 - {llm.model} slow to answer ({ttfb:.1f} s)"))  # fmt: skip # noqa: E501
+            stop = self.cut_point(turn.reply) if here and self.scenario in ("barge_in", "abrupt") else None
+            aside = here and self.scenario == "backchannel"
+            cut_off = not await self.bot.turn(turn, ttfb, here and self.scenario == "function_error", stop, aside)
+            if cut_off and self.scenario == "abrupt":
+                return False
+            if cut_off:
+                continue  # the user is speaking over the bot already: their turn has begun
+            if turn.request is not None:
+                await self.request(turn.request)
+            await self.clock.pause(0.9)  # the user thinks before answering
+        return True
+
+    def strike_at(self, turns: list[Turn]) -> int | None:
+        """The turn where the scenario happens; None when it has none (or no turn it could happen at)."""
+        if self.scenario == "clean":
+            return None
+        if self.scenario == "barge_in":
+            candidates = list(range(len(turns) - 1))  # the barge-in is the next turn's line
+        elif self.scenario == "function_error":
+            candidates = [i for i, turn in enumerate(turns) if turn.function is not None]
+        else:
+            candidates = list(range(len(turns)))
+        return self.random.choice(candidates) if candidates else None
+
+    def cut_point(self, reply: tuple[str, ...]) -> int:
+        """The word of the reply at which the bot is cut off: a few words in, before its last."""
+        words = len(" ".join(reply).split())
+        return self.random.randint(min(2, words - 1), words - 1)
+
+    def ready(self) -> None:
+        """The client and the bot greet each other; Pipecat reports zeros for its services at the start."""
+        version = "1.0.0" if self.random.random() < 0.2 else "2.1.0"
+        ready_id = f"{self.random.getrandbits(32):08x}"
+        self.send(rtvi("client-ready", {"version": version, "about": {"library": "@pipecat-ai/client-js", "library_version": "1.4.0", "platform": "browser"}}, id=ready_id), "from-client")  # fmt: skip # noqa: E501
+        self.send(rtvi("bot-ready", {"version": version, "about": {"library": "pipecat-ai", "library_version": "1.14.0"}}, id=ready_id))  # fmt: skip # noqa: E501
+        zeros = [{"processor": s.processor, "value": 0.0} for s in (self.persona.llm, self.persona.tts)]
+        self.send(rtvi("metrics", {"ttfb": zeros, "processing": zeros}))
+        llm, tts = self.persona.llm, self.persona.tts
+        self.send(system_log("INFO", f"pipecat.pipeline.task:_setup:201 - PipelineTask#0 started ({llm.model}, {tts.model})"))  # fmt: skip # noqa: E501
+
     async def request(self, request: Request) -> None:
         request_id = f"{self.random.getrandbits(32):08x}"
         self.send(rtvi("client-message", {"t": request.t, "d": request.d}, id=request_id), "from-client")
-        await self.pause(0.15)
+        await self.clock.pause(0.15)
         self.send(rtvi("server-response", {"t": request.t, "d": request.answer}, id=request_id))
