@@ -7,6 +7,7 @@ reach another's.
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -245,6 +246,19 @@ def test_roles_change_and_the_last_admin_stays(staff_client, staff_user, org):
     staff_client.post("/settings/members/", {"do": "remove", "membership": mine.pk})
     mine.refresh_from_db()
     assert mine.role == Role.ADMIN  # the only admin: neither demoted nor removed
+
+
+def test_an_organization_keeps_one_admin_by_one_rule(staff_user, org):
+    """Membership.leaves_no_admin: the members page and single sign-on both ask it (neither counts admins itself)."""
+    mine = Membership.objects.get(user=staff_user)
+    viewer = Membership.objects.get(user=make_member(org, "vi", Role.VIEWER))
+    assert mine.leaves_no_admin(Role.VIEWER) and mine.leaves_no_admin(None) and not mine.leaves_no_admin(Role.ADMIN)
+    assert not viewer.leaves_no_admin(None) and not viewer.leaves_no_admin(Role.OPERATOR)
+    Membership.objects.filter(pk=viewer.pk).update(role=Role.ADMIN)  # a second admin: either may go now
+    assert not mine.leaves_no_admin(None) and not viewer.leaves_no_admin(Role.VIEWER)
+    for path in ("dashboard/access/oidc.py", "dashboard/org/views.py"):
+        source = (Path(__file__).resolve().parent.parent / path).read_text()
+        assert "leaves_no_admin(" in source and "role=Role.ADMIN" not in source, path
 
 
 def test_an_invitation_makes_a_member_once(staff_client, org):
