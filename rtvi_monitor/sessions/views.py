@@ -15,7 +15,7 @@ from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, whole_number
 from rtvi_monitor.audio.models import SessionAudio
 from rtvi_monitor.audio.views import audio_summary
-from rtvi_monitor.sessions.models import Session
+from rtvi_monitor.sessions.models import FAILED_ENDS, Session
 from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions, organization_session
 
 PAGE_SIZE = 50
@@ -154,6 +154,8 @@ def session_detail(request, session_id):
                 "events_url": reverse("api_session_events", args=[session.session_id]),
                 "state_url": reverse("api_session_detail", args=[session.session_id]),
                 "audio": audio,
+                # The end kinds that failed (a red pill), for the state's end before the row says it.
+                "failed_ends": sorted(FAILED_ENDS),
             },
         },
     )
