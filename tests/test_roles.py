@@ -444,3 +444,18 @@ async def test_open_sockets_stop_when_a_member_is_demoted_removed_or_signs_out(o
     assert json.loads(await listing.receive_from(3))["type"] == "live"
     assert await listing.receive_nothing(0.5)  # five checks later, still open
     await listing.disconnect()
+
+
+def test_keys_and_tokens_are_shown_revoked_and_created_by_one_template(staff_client, org):
+    """keys.html's two tables end their rows with _secret_cells.html and create with _secret_form.html."""
+    from rtvi_monitor.live.models import IngestToken
+
+    key, _ = ApiKey.issue(org, "old-script")
+    ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(days=1))
+    IngestToken.issue(org, "bot")
+    html = staff_client.get("/settings/keys/").content.decode()
+    assert html.count('value="revoke-key"') == 1 and html.count('value="revoke-token"') == 1
+    assert '<td data-label="State">expired</td>' in html and '<td data-label="State">active</td>' in html
+    assert 'value="key"' in html and 'value="token"' in html and "Create a key" in html and "Create a token" in html
+    keys = (Path(__file__).resolve().parent.parent / "templates/dashboard/org/keys.html").read_text()
+    assert "<form" not in keys and keys.count("_secret_cells.html") == 2 and keys.count("_secret_form.html") == 2
