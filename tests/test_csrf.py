@@ -7,7 +7,6 @@ method riding on the browser's session cookie without the page's CSRF token is r
 
 import inspect
 import json
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -18,9 +17,8 @@ from dashboard.web import http
 from rtvi_monitor.alerts.models import Alert, AlertRule
 from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
+from tests.sources import files_containing
 from tests.test_access_policy import url_patterns
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def json_views():
@@ -51,13 +49,7 @@ def test_every_json_view_a_members_browser_changes_things_with_checks_csrf():
 
 def test_csrf_is_turned_on_nowhere_else():
     """The old copies (a view calling CsrfViewMiddleware itself) are gone: json_methods decides."""
-    places = [
-        str(path.relative_to(ROOT))
-        for app in ("dashboard", "rtvi_monitor")
-        for path in (ROOT / app).rglob("*.py")
-        if "CsrfViewMiddleware(" in path.read_text()
-    ]
-    assert places == ["dashboard/web/http.py"]
+    assert files_containing("CsrfViewMiddleware(") == ["dashboard/web/http.py"]
     assert "csrf_exempt(" in inspect.getsource(http.json_methods)
 
 

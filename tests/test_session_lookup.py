@@ -2,15 +2,14 @@
 `organization_session`), a page's 404 or a JSON 404 in its words, and never another organization's."""
 
 import re
-from pathlib import Path
 
 import pytest
 from django.http import Http404
 
 from rtvi_monitor.sessions.models import Session
 from rtvi_monitor.sessions.queries import organization_session
+from tests.sources import ROOT, files_containing
 
-ROOT = Path(__file__).resolve().parent.parent
 NOT_OURS = "No session 'theirs' in your organization."
 
 
@@ -57,23 +56,12 @@ def test_the_page_answers_it_with_a_page_404(staff_client, theirs):
 def test_no_view_finds_a_session_its_own_way():
     """Session.objects.find is the query; beside organization_session only the places whose answer is no 404
     call it: a bot's upload (try again later), the erase form (a form error), the session socket (a close)."""
-    callers = sorted(
-        str(path.relative_to(ROOT))
-        for app in ("dashboard", "rtvi_monitor")
-        for path in (ROOT / app).rglob("*.py")
-        if "Session.objects.find(" in path.read_text()
-    )
-    assert callers == [
+    assert files_containing("Session.objects.find(") == [
         "dashboard/org/views.py",
         "rtvi_monitor/audio/views.py",
         "rtvi_monitor/live/consumers.py",
         "rtvi_monitor/sessions/queries.py",
     ]
-    worded = [
-        str(path.relative_to(ROOT))
-        for app in ("dashboard", "rtvi_monitor")
-        for path in (ROOT / app).rglob("*.py")
-        if "No session {session_id!r} in your organization" in path.read_text()
-    ]
+    worded = files_containing("No session {session_id!r} in your organization")
     assert worded == ["rtvi_monitor/sessions/queries.py"]
     assert "Session.objects.find(token.organization" in (ROOT / "rtvi_monitor/audio/views.py").read_text()
