@@ -591,3 +591,22 @@ def test_the_rules_api_takes_channels_runbook_and_renotify(client, org, api_key,
         response = post(client, "/api/alerts/rules/", {"name": "x", "condition": "fatal_error", **bad}, **auth)
         assert response.status_code == 400 and message in response.json()["error"], (bad, response.json())
     assert AlertRule.objects.count() == 1
+
+
+def test_the_settings_tables_are_one_template_the_rules_page_extends(staff_client, org):
+    """rows.html is the settings' tables (redaction, prices, alert rules); the rules page fills its blocks, so a
+    rule's threshold reads as everywhere else (the `threshold` filter) and its edit and delete are the others'."""
+    from pathlib import Path
+
+    AlertRule.objects.create(
+        organization=org, name="slow", condition=AlertRule.Condition.TURN_LATENCY_P95, threshold=1500
+    )
+    AlertRule.objects.create(organization=org, name="bad", condition=AlertRule.Condition.ERROR_RATE)
+    html = staff_client.get("/settings/alert-rules/").content.decode()
+    assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">default</td>' in html
+    assert html.count('<input type="hidden" name="do" value="delete">') == 2 and html.count('data-rule="') == 2
+    templates = Path(__file__).resolve().parent.parent / "templates/dashboard/org"
+    assert (templates / "alert_rules.html").read_text().startswith('{% extends "dashboard/org/rows.html" %}')
+    assert "org_alert_rules" not in (templates / "rows.html").read_text()  # no second copy of the rules' table
+    for path in ("/settings/prices/", "/settings/redaction/"):
+        assert staff_client.get(path).status_code == 200

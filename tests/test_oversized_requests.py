@@ -307,3 +307,24 @@ async def test_the_middleware_is_async_capable():
     assert refused.status_code == 413
     passed = await middleware(factory.post("/x/", b"x" * 10, content_type="text/plain"))
     assert passed.content == b"ok"
+
+
+async def test_the_dashboards_middleware_runs_both_ways_by_one_rule(settings):
+    """ServerTiming and RequestLimits are BothWaysMiddleware: one way to run sync and async (no __call__ of theirs)."""
+    from dashboard.web.middleware import BothWaysMiddleware, ServerTimingMiddleware
+
+    for middleware in (ServerTimingMiddleware, RequestLimitsMiddleware):
+        assert issubclass(middleware, BothWaysMiddleware) and "__call__" not in vars(middleware)
+
+    async def answer(request):
+        return HttpResponse("ok")
+
+    timing = ServerTimingMiddleware(answer)
+    assert iscoroutinefunction(timing)
+    response = await timing(RequestFactory().get("/"))
+    assert re.fullmatch(r"app;dur=\d+\.\d\d", response["Server-Timing"])
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10
+    refused = await RequestLimitsMiddleware(answer)(RequestFactory().post("/", "x" * 11, content_type="text/plain"))
+    assert refused.status_code == 413
+    synced = ServerTimingMiddleware(lambda request: HttpResponse("ok"))(RequestFactory().get("/"))
+    assert not iscoroutinefunction(ServerTimingMiddleware(lambda request: None)) and "Server-Timing" in synced

@@ -651,3 +651,19 @@ async def test_the_fake_counts_past_ten_thousand_lines_as_a_lower_bound(httpx_mo
     fake_pipecat_cloud(httpx_mock, logs=make_logs(10_001))
     page = await pipecat_cloud.fetch_logs(BASE, KEY, AGENT_NAME)
     assert (page.total, page.relation) == (10_000, "gte") and page.next_offset == 50
+
+
+@pytest.mark.parametrize("filters", [pipecat_cloud.SessionFilters, pipecat_cloud.LogFilters])
+def test_both_listings_page_and_window_by_one_rule(filters):
+    """Sessions and logs share their page and their window (pipecat_cloud._Listing): checked and sent alike."""
+    for bad in ({"limit": 0}, {"limit": True}, {"offset": -1}, {"offset": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            filters(**bad)
+    sent = filters(limit=5, offset=10, start_time=100.7, end_time=200.2).params()
+    assert {k: sent[k] for k in ("limit", "offset", "startTime", "endTime")} == {
+        "limit": "5",
+        "offset": "10",
+        "startTime": "100",
+        "endTime": "201",
+    }
+    assert "startTime" not in filters().params() and "endTime" not in filters().params()

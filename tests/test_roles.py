@@ -7,6 +7,7 @@ reach another's.
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -247,6 +248,19 @@ def test_roles_change_and_the_last_admin_stays(staff_client, staff_user, org):
     assert mine.role == Role.ADMIN  # the only admin: neither demoted nor removed
 
 
+def test_an_organization_keeps_one_admin_by_one_rule(staff_user, org):
+    """Membership.leaves_no_admin: the members page and single sign-on both ask it (neither counts admins itself)."""
+    mine = Membership.objects.get(user=staff_user)
+    viewer = Membership.objects.get(user=make_member(org, "vi", Role.VIEWER))
+    assert mine.leaves_no_admin(Role.VIEWER) and mine.leaves_no_admin(None) and not mine.leaves_no_admin(Role.ADMIN)
+    assert not viewer.leaves_no_admin(None) and not viewer.leaves_no_admin(Role.OPERATOR)
+    Membership.objects.filter(pk=viewer.pk).update(role=Role.ADMIN)  # a second admin: either may go now
+    assert not mine.leaves_no_admin(None) and not viewer.leaves_no_admin(Role.VIEWER)
+    for path in ("dashboard/access/oidc.py", "dashboard/org/views.py"):
+        source = (Path(__file__).resolve().parent.parent / path).read_text()
+        assert "leaves_no_admin(" in source and "role=Role.ADMIN" not in source, path
+
+
 def test_an_invitation_makes_a_member_once(staff_client, org):
     nonce = nonce_of(staff_client, "/settings/members/")
     page = staff_client.post(
@@ -430,3 +444,18 @@ async def test_open_sockets_stop_when_a_member_is_demoted_removed_or_signs_out(o
     assert json.loads(await listing.receive_from(3))["type"] == "live"
     assert await listing.receive_nothing(0.5)  # five checks later, still open
     await listing.disconnect()
+
+
+def test_keys_and_tokens_are_shown_revoked_and_created_by_one_template(staff_client, org):
+    """keys.html's two tables end their rows with _secret_cells.html and create with _secret_form.html."""
+    from rtvi_monitor.live.models import IngestToken
+
+    key, _ = ApiKey.issue(org, "old-script")
+    ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(days=1))
+    IngestToken.issue(org, "bot")
+    html = staff_client.get("/settings/keys/").content.decode()
+    assert html.count('value="revoke-key"') == 1 and html.count('value="revoke-token"') == 1
+    assert '<td data-label="State">expired</td>' in html and '<td data-label="State">active</td>' in html
+    assert 'value="key"' in html and 'value="token"' in html and "Create a key" in html and "Create a token" in html
+    keys = (Path(__file__).resolve().parent.parent / "templates/dashboard/org/keys.html").read_text()
+    assert "<form" not in keys and keys.count("_secret_cells.html") == 2 and keys.count("_secret_form.html") == 2

@@ -93,3 +93,28 @@ def test_the_session_page_carries_its_socket_and_downloads(staff_client, org):
 def test_the_favicon_is_served(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+
+
+def test_the_failed_ends_have_one_home_the_page_sends_them_to_its_script(staff_client, org):
+    """rtvi_monitor/sessions/models.py FAILED_ENDS is the list: the session page's config carries it (the
+    header's pill reads it from there), and no script or template keeps a copy of the end kinds."""
+    import json
+    import re
+    from pathlib import Path
+
+    from rtvi_monitor.sessions.models import FAILED_ENDS, EndKind
+
+    make_session(org, "call-ends")
+    html = staff_client.get("/sessions/call-ends/").content.decode()
+    config = json.loads(re.search(r'<script id="session-config" type="application/json">(.*?)</script>', html).group(1))
+    assert config["failed_ends"] == sorted(FAILED_ENDS)
+    root = Path(__file__).resolve().parent.parent
+    copies = [
+        str(path.relative_to(root))
+        for folder in ("static/js", "templates")
+        for path in (root / folder).rglob("*")
+        if path.is_file()
+        and "vendor" not in path.parts
+        and any(f'"{kind}"' in path.read_text() for kind in EndKind.values)
+    ]
+    assert copies == []

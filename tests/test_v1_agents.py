@@ -134,3 +134,19 @@ def test_an_unknown_machine_path_is_a_json_404_even_in_debug(client, settings):
     response = client.get("/v1/agentz")
     assert response.status_code == 404
     assert response.json() == {"error": "No such endpoint: /v1/agentz", "code": "404"}
+
+
+def test_every_v1_endpoint_goes_through_the_dashboards_one_key_door():
+    """builtin_api reads no key itself: each /v1/agents view is v1_door's (auth.py's key_or_member_required)."""
+    from pathlib import Path
+
+    from dashboard.agents import builtin_api
+    from tests.test_access_policy import url_patterns
+
+    views = [p.callback for route, p, _ in url_patterns() if route.startswith("v1/agents")]
+    assert len(views) == 5
+    for view in views:
+        assert (view.access_action, view.access_door, view.json_methods) == ("agents.api", "json", ("GET",))
+    source = Path(builtin_api.__file__).read_text()
+    assert source.count("key_or_member_required(") == 1
+    assert not re.search(r"ApiKey|bearer_token|Authorization|HTTP_AUTHORIZATION", source)

@@ -33,16 +33,9 @@ from django.urls import include
 from dashboard.access import policy as access
 from dashboard.access.policy import Actor, Permissions
 from dashboard.org.models import ApiKey, Membership
-from dashboard.web.http import json_error
+from dashboard.web.http import bearer_token, json_error
 
 ORGANIZATION_SESSION_KEY = "organization"
-
-
-def bearer_token(request_or_headers) -> str:
-    """The token of an `Authorization: Bearer <token>` header, or ''."""
-    headers = getattr(request_or_headers, "headers", request_or_headers)
-    scheme, _, token = (headers.get("Authorization") or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def memberships_of(user) -> list[Membership]:

@@ -196,11 +196,8 @@ class OrganizationBackend(OIDCAuthenticationBackend):
 
     @staticmethod
     def last_admin(membership, role: str | None) -> bool:
-        """Whether this change (a role, or None: removal) would leave the organization with no admin."""
-        if membership.role != Role.ADMIN or role == Role.ADMIN:
-            return False
-        admins = Membership.objects.select_for_update().filter(organization_id=membership.organization_id)
-        if [pk for pk in admins.filter(role=Role.ADMIN).values_list("pk", flat=True) if pk != membership.pk]:
+        """Whether this change (a role, or None: removal) would leave the organization with no admin (logged)."""
+        if not membership.leaves_no_admin(role):
             return False
         logger.warning("OIDC: %s stays admin of %s, its last admin", membership.user, membership.organization)
         return True

@@ -107,8 +107,13 @@ def agent_json(agent: AgentRecord, include_deployment: bool) -> dict:
     return record
 
 
-@json_methods("GET")
-@key_or_member_required("agents.api")
+def v1_door(view):
+    """Every /v1 endpoint's door, the dashboard's own (dashboard/access/auth.py): GET only (else a JSON 405), and
+    a private API key of the organization (`agents.api` reads no browser session): 401/403 JSON otherwise."""
+    return json_methods("GET")(key_or_member_required("agents.api")(view))
+
+
+@v1_door
 def agents(request):
     """GET /v1/agents: the key's organization's agents, as `{"services": [...]}`."""
     try:
@@ -162,7 +167,7 @@ def agent_endpoint(view):
         except BadParam as exc:
             return json_error(str(exc), 400)
 
-    return json_methods("GET")(key_or_member_required("agents.api")(wrapper))
+    return v1_door(wrapper)
 
 
 # --- the agent ------------------------------------------------------------------------------------

@@ -443,12 +443,33 @@ def _whole(value: int, minimum: int, what: str) -> None:
         raise ValueError(f"{what} must be a whole number of {minimum} or more, got {value!r}")
 
 
-@dataclass(frozen=True)
-class SessionFilters:
-    """The query of `GET /agents/{agentName}/sessions`, checked when made (ValueError: a caller's mistake).
+class _Listing:
+    """What the platform's two listings' queries share: a page (`limit` from 1, `offset` from 0), a window of
+    times (start_time inclusive, end_time exclusive: sent as Unix seconds, the end rounded up), and choices
+    (CHOICES: field -> what it may be), all checked when the query is made (ValueError: a caller's mistake).
+    Times are datetimes (a naive one is UTC) or Unix seconds; None filters nothing."""
 
-    Times are datetimes (a naive one is UTC) or Unix seconds; None filters nothing.
-    """
+    CHOICES: dict[str, tuple[str, ...]] = {}
+
+    def __post_init__(self):
+        _whole(self.limit, 1, "limit")
+        _whole(self.offset, 0, "offset")
+        for name, choices in self.CHOICES.items():
+            _choice(getattr(self, name), choices, name)
+        self.params()  # the times
+
+    def _sent(self, filters: dict[str, str | None], always: dict[str, str]) -> dict[str, str]:
+        """As sent: the page, every filter given and the window, then `always` (the enums: the API's defaults
+        are not ours to rely on)."""
+        window = {"startTime": unix_seconds(self.start_time), "endTime": unix_seconds(self.end_time, round_up=True)}
+        return {"limit": str(self.limit), "offset": str(self.offset), **_optional(**filters, **window), **always}
+
+
+@dataclass(frozen=True)
+class SessionFilters(_Listing):
+    """The query of `GET /agents/{agentName}/sessions`."""
+
+    CHOICES = {"status": SESSION_STATUSES, "start_type": START_TYPES}
 
     limit: int = 50
     offset: int = 0
@@ -458,31 +479,15 @@ class SessionFilters:
     status: str = "all"  # active | ended | all
     start_type: str = "all"  # cold | warm | all
 
-    def __post_init__(self):
-        _whole(self.limit, 1, "limit")
-        _whole(self.offset, 0, "offset")
-        _choice(self.status, SESSION_STATUSES, "status")
-        _choice(self.start_type, START_TYPES, "start_type")
-        self.params()  # the times
-
     def params(self) -> dict[str, str]:
-        """As sent: every filter given, the enums always (the API's defaults are not ours to rely on)."""
-        return {
-            "limit": str(self.limit),
-            "offset": str(self.offset),
-            **_optional(
-                deploymentId=self.deployment_id,
-                startTime=unix_seconds(self.start_time),
-                endTime=unix_seconds(self.end_time, round_up=True),
-            ),
-            "status": self.status,
-            "startType": self.start_type,
-        }
+        return self._sent({"deploymentId": self.deployment_id}, {"status": self.status, "startType": self.start_type})
 
 
 @dataclass(frozen=True)
-class LogFilters:
-    """The query of `GET /agents/{agentName}/logs`, checked when made; `query` is the API's free-text search."""
+class LogFilters(_Listing):
+    """The query of `GET /agents/{agentName}/logs`; `query` is the API's free-text search."""
+
+    CHOICES = {"order": LOG_ORDERS}
 
     limit: int = 50
     offset: int = 0
@@ -493,25 +498,9 @@ class LogFilters:
     start_time: datetime | float | None = None
     end_time: datetime | float | None = None
 
-    def __post_init__(self):
-        _whole(self.limit, 1, "limit")
-        _whole(self.offset, 0, "offset")
-        _choice(self.order, LOG_ORDERS, "order")
-        self.params()  # the times
-
     def params(self) -> dict[str, str]:
-        return {
-            "limit": str(self.limit),
-            "offset": str(self.offset),
-            **_optional(
-                deploymentId=self.deployment_id,
-                sessionId=self.session_id,
-                query=self.query,
-                startTime=unix_seconds(self.start_time),
-                endTime=unix_seconds(self.end_time, round_up=True),
-            ),
-            "order": self.order,
-        }
+        filters = {"deploymentId": self.deployment_id, "sessionId": self.session_id, "query": self.query}
+        return self._sent(filters, {"order": self.order})
 
 
 # --- Calls -----------------------------------------------------------------

@@ -154,6 +154,18 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
 
+    def leaves_no_admin(self, role: str | None) -> bool:
+        """Whether giving this member `role` (None: removing them) would leave their organization with no admin:
+        an organization keeps one, whoever changes it (its admins' members page, single sign-on's claims).
+
+        Reads the organization's admins as they are now and locks them until the caller's transaction ends,
+        so two changes at once (two admins demoting each other) take turns and the second sees the first.
+        """
+        if role == Role.ADMIN:
+            return False
+        admins = Membership.objects.select_for_update().filter(organization_id=self.organization_id, role=Role.ADMIN)
+        return set(admins.values_list("pk", flat=True)) == {self.pk}
+
 
 class Invitation(models.Model):
     """A one-time link that makes whoever opens it (signed in, or signing up there) a member with a role."""

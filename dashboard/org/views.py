@@ -191,14 +191,11 @@ class InviteForm(forms.Form):
 
 
 def _change_member(request, organization, do: str):
-    """A member's new role, or their removal; an organization always keeps an admin (checked under a lock)."""
+    """A member's new role, or their removal; an organization always keeps an admin (Membership.leaves_no_admin)."""
     with transaction.atomic():
-        # The organization's admins locked: two admins demoting each other at once take turns.
-        admins = list(organization.members.select_for_update().filter(role=Role.ADMIN).values_list("pk", flat=True))
         membership = get_object_or_404(Membership, pk=_sent_id(request.POST, "membership"), organization=organization)
         role = request.POST.get("role", "")
-        demoting = do == "remove" or (role != Role.ADMIN and membership.role == Role.ADMIN)
-        if demoting and not [pk for pk in admins if pk != membership.pk]:
+        if membership.leaves_no_admin(None if do == "remove" else role):
             messages.error(request, "An organization keeps at least one admin: make another admin first.")
         elif do == "remove":
             membership.delete()

@@ -3,7 +3,7 @@
 import logging
 
 from django.core.exceptions import BadRequest
-from django.http import HttpResponseBadRequest
+from django.http import Http404, HttpResponseBadRequest
 from django.views import csrf, defaults
 
 from dashboard.web.http import json_error
@@ -22,7 +22,8 @@ def machine_not_found(request, path=""):
 
 
 class MachineErrorsMiddleware:
-    """An exception under /v1/ or /api/ becomes a JSON 500, in DEBUG too."""
+    """An exception under /v1/ or /api/ becomes a JSON 500, in DEBUG too; a view's Http404 a JSON 404 in its
+    own words (rtvi_monitor/sessions/queries.py `organization_session`: "No session 'x' in your organization.")."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -31,6 +32,8 @@ class MachineErrorsMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
+        if _is_machine(request) and isinstance(exception, Http404):
+            return json_error(str(exception) or f"Not found: {request.path}", 404)
         if _is_machine(request):
             logger.exception("Error on %s", request.path, exc_info=exception)
             return json_error("Internal error; it has been logged.", 500)

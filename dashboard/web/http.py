@@ -19,7 +19,9 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -84,20 +86,45 @@ def json_error(message: str, status: int) -> StrictJsonResponse:
     return StrictJsonResponse({"error": message, "code": str(status)}, status=status)
 
 
-def json_methods(*methods: str):
+def bearer_token(request_or_headers) -> str:
+    """The token of an `Authorization: Bearer <token>` header, or ''."""
+    headers = getattr(request_or_headers, "headers", request_or_headers)
+    scheme, _, token = (headers.get("Authorization") or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def csrf_refusal(request):
+    """For a browser form's JSON view (`json_methods(..., browser_form=True)`): the CSRF failure (JSON under
+    /api/, CSRF_FAILURE_VIEW) when a request that changes something rides on a browser's session cookie without
+    the page's CSRF token; else None. A request with a bearer key, or with no session cookie, carries no
+    credential another site could make a browser send: it needs no token (and its door answers it)."""
+    if request.method not in UNSAFE_METHODS or bearer_token(request):
+        return None
+    if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return None
+    return CsrfViewMiddleware(lambda request: None).process_view(request, None, (), {})
+
+
+def json_methods(*methods: str, browser_form: bool = False):
     """Like require_http_methods, but a wrong method gets a JSON 405.
 
-    Also exempts the view from CSRF: machine endpoints authenticate with a
-    bearer header, which a browser never sends on its own, and a POST must
-    meet the 405, not Django's HTML CSRF page.
+    CSRF, decided here for every JSON view: Django's check is off (csrf_exempt), since machine endpoints
+    authenticate with a bearer header, which a browser never sends on its own, and a POST must meet the 405,
+    not Django's HTML CSRF page. A view that a member's browser changes things with (its buttons post with
+    the signed-in session) says `browser_form=True`: then a POST, PUT, PATCH or DELETE on a browser's session
+    cookie must carry the CSRF token, as a form does (`csrf_refusal`); a key's request needs none.
+    tests/test_csrf.py holds every JSON view that a member may change things with to it.
     """
 
     def refuse(request):
-        if request.method in methods:
-            return None
-        response = json_error(f"Method {request.method} is not allowed; use {', '.join(methods)}.", 405)
-        response["Allow"] = ", ".join(methods)
-        return response
+        if request.method not in methods:
+            response = json_error(f"Method {request.method} is not allowed; use {', '.join(methods)}.", 405)
+            response["Allow"] = ", ".join(methods)
+            return response
+        return csrf_refusal(request) if browser_form else None
 
     def decorator(view):
         if iscoroutinefunction(view):
@@ -105,12 +132,15 @@ def json_methods(*methods: str):
             async def async_wrapper(request, *args, **kwargs):
                 return refuse(request) or await view(request, *args, **kwargs)
 
-            return csrf_exempt(wraps(view)(async_wrapper))
+            wrapper = wraps(view)(async_wrapper)
+        else:
 
-        def wrapper(request, *args, **kwargs):
-            return refuse(request) or view(request, *args, **kwargs)
+            def sync_wrapper(request, *args, **kwargs):
+                return refuse(request) or view(request, *args, **kwargs)
 
-        return csrf_exempt(wraps(view)(wrapper))
+            wrapper = wraps(view)(sync_wrapper)
+        wrapper.json_methods, wrapper.browser_form = methods, browser_form
+        return csrf_exempt(wrapper)
 
     return decorator
 

@@ -9,8 +9,10 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from dashboard.web.http import json_error, whole_number
 
 
-class ServerTimingMiddleware:
-    """Server-Timing: how long Django spent on a response, visible in the browser's dev tools."""
+class BothWaysMiddleware:
+    """A middleware that runs in a sync stack and an async one alike, never on a thread of its own (Django's
+    MiddlewareMixin runs an async request's hooks through sync_to_async): `before(request)` answers at once
+    (a response) or lets the request through (None), `after(request, response)` sees every response."""
 
     sync_capable = True
     async_capable = True
@@ -20,19 +22,30 @@ class ServerTimingMiddleware:
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 
-    def _stamp(self, response, started: float):
-        response["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
+    def before(self, request):
+        return None
+
+    def after(self, request, response):
         return response
 
     def __call__(self, request):
         if iscoroutinefunction(self):
             return self._acall(request)
-        started = time.perf_counter()
-        return self._stamp(self.get_response(request), started)
+        return self.after(request, self.before(request) or self.get_response(request))
 
     async def _acall(self, request):
-        started = time.perf_counter()
-        return self._stamp(await self.get_response(request), started)
+        return self.after(request, self.before(request) or await self.get_response(request))
+
+
+class ServerTimingMiddleware(BothWaysMiddleware):
+    """Server-Timing: how long Django spent on a response, visible in the browser's dev tools."""
+
+    def before(self, request):
+        request.server_timing_started = time.perf_counter()
+
+    def after(self, request, response):
+        response["Server-Timing"] = f"app;dur={(time.perf_counter() - request.server_timing_started) * 1000:.2f}"
+        return response
 
 
 # Paths whose view enforces a body limit of its own and answers it in its own words:
@@ -44,7 +57,7 @@ BODILESS_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 
 
 def _declared_length(request) -> int | None:
-    """The body's declared size; None when absent (chunked) or not a number of bytes (see _refuse)."""
+    """The body's declared size; None when absent (chunked) or not a number of bytes (see RequestLimitsMiddleware.before)."""
     return whole_number(request.META.get("CONTENT_LENGTH"))
 
 
@@ -68,7 +81,7 @@ def refusal(request, exception):
     return None
 
 
-class RequestLimitsMiddleware:
+class RequestLimitsMiddleware(BothWaysMiddleware):
     """A request over Django's limits is a 413 or a 400 in JSON, on every path, never a 500.
 
     The limits are Django's DATA_UPLOAD_MAX_MEMORY_SIZE (body bytes; 2.5 MB by
@@ -109,23 +122,7 @@ class RequestLimitsMiddleware:
     the view, so they get Django's own 400 page (still a 400, never a 500).
     """
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
-        return self._refuse(request) or self.get_response(request)
-
-    async def _acall(self, request):
-        return self._refuse(request) or await self.get_response(request)
-
-    def _refuse(self, request):
+    def before(self, request):
         """413 for a body over the limit found before the view runs, else None."""
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if (

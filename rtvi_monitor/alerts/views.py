@@ -25,7 +25,6 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -34,10 +33,18 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.access.auth import bearer_token, key_or_member_required, member_required
+from dashboard.access.auth import key_or_member_required, member_required
 from dashboard.agents.models import Agent
 from dashboard.org import audit
-from dashboard.web.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, whole_number
+from dashboard.web.http import (
+    BadParam,
+    Query,
+    StrictJsonResponse,
+    bearer_token,
+    json_error,
+    json_methods,
+    whole_number,
+)
 from rtvi_monitor.alerts import actions as alert_actions
 from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts.models import Alert, AlertRule, webhook_host
@@ -255,7 +262,7 @@ def _json_body(request):
         return ValueError
 
 
-@json_methods("GET", "POST")
+@json_methods("GET", "POST", browser_form=True)
 @key_or_member_required({"GET": "alerts.read", "POST": "alerts.rules"})
 def alert_rules(request):
     """GET: the organization's rules. POST (private API key only): create one."""
@@ -305,20 +312,6 @@ def alert_list_json(request):
     return StrictJsonResponse({"alerts": [alert_json(a, request.sees_contents, _admin(request)) for a in alerts[:200]]})
 
 
-def _csrf_unless_key(view):
-    """A browser session's POST must carry its CSRF token (a key's request needs none: no browser sends one)."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if request.method == "POST" and not bearer_token(request):
-            refused = CsrfViewMiddleware(lambda r: None).process_view(request, view, args, kwargs)
-            if refused is not None:
-                return refused
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
 def _own_alert(request, pk: int) -> Alert | None:
     return _alerts(request.organization).filter(pk=pk).first()
 
@@ -336,9 +329,8 @@ def alert_detail_json(request, pk: int):
 def _action(do):
     """A JSON action on one alert: POST, an operator, admin or key (write scope); the body a JSON object."""
 
-    @json_methods("POST")
+    @json_methods("POST", browser_form=True)
     @key_or_member_required("alerts.work")
-    @_csrf_unless_key
     @wraps(do)
     def view(request, pk: int):
         alert = _own_alert(request, pk)

@@ -35,6 +35,7 @@ from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.dbthread import AUDIO_THREAD, in_db_thread
 from rtvi_monitor.sessions import events, metrics
 from rtvi_monitor.sessions.models import Session
+from rtvi_monitor.sessions.queries import organization_session
 
 MAX_INDEX = 999_999
 RANGE_RE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
@@ -168,13 +169,6 @@ def _ingest_chunk(request, session_id, track, index):
 # The reader's side -------------------------------------------------------------------------------------
 
 
-def _session(request, session_id):
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return None, json_error(f"No session {session_id!r} in your organization.", 404)
-    return session, None
-
-
 def _listener(request) -> str:
     key = getattr(request, "api_key", None)
     return f"key:{key.pk}" if key is not None else f"user:{request.user.pk}"
@@ -230,9 +224,7 @@ def audio_summary(recording, session) -> dict:
 @json_methods("GET")
 @key_or_member_required("sessions.figures")
 def session_audio(request, session_id):
-    session, refused = _session(request, session_id)
-    if refused:
-        return refused
+    session = organization_session(request.organization, session_id)
     recording = SessionAudio.objects.filter(session=session).first()
     _, why = request.organization.records_audio_of(session.agent_key, session.agent_name)
     if recording is None:
@@ -263,9 +255,7 @@ def session_audio(request, session_id):
 
 def _heard_recording(request, session_id):
     """(session, recording, None) for a recorded session (the door let a listener in), else (None, None, a 404)."""
-    session, refused = _session(request, session_id)
-    if refused:
-        return None, None, refused
+    session = organization_session(request.organization, session_id)
     recording = SessionAudio.objects.filter(session=session).first()
     if recording is None:
         return None, None, json_error(f"Session {session_id!r} has no audio.", 404)

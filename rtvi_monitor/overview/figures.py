@@ -72,7 +72,6 @@ def agent_overview(organization, now) -> list[dict]:
     agent of Pipecat Cloud's list counts like a built-in one.
     """
     since = day_start(now)
-    this_hour = since + timedelta(hours=HOURS - 1)
     sessions = Session.objects.filter(organization=organization).exclude(agent_key="")
     live = dict(
         sessions.filter(status=Session.Status.LIVE, bot_left_at__isnull=True)
@@ -80,66 +79,73 @@ def agent_overview(organization, now) -> list[dict]:
         .annotate(n=Count("id"))
         .values_list("agent_key", "n")
     )
-    # The hours before this one are counted once per PAST_HOURS_TTL (per process cache) and
-    # this hour on every load: a day of 100,000 sessions costs a load ~1/24th of a full count.
-    key = f"overview:v2:{organization.pk}:{since.isoformat()}"  # v2: rows by agent_key
-    past = cache.get(key)
-    if past is None:
-        past = _counts(sessions, since, since, this_hour)
-        cache.set(key, past, PAST_HOURS_TTL)
-    current = _counts(sessions, since, this_hour, None)
     agents: dict[str, dict] = {}
 
     def entry_of(agent_id, name) -> dict:
-        entry = agents.get(str(agent_id))
-        if entry is None:
-            entry = agents[str(agent_id)] = {
-                "agent_id": str(agent_id),
-                "name": name,
+        """The agent's row, made blank (with its hours' latency histograms to fill) the first time."""
+        if str(agent_id) not in agents:
+            agents[str(agent_id)] = {
+                **_blank_agent(str(agent_id), name, since),
                 "live": live.get(agent_id, 0),
-                "sessions": 0,
-                "with_errors": 0,
-                "fatal": 0,
-                "cost_usd": None,
-                "hours": [
-                    {"start": since + timedelta(hours=i), "sessions": 0, "p50": None, "p95": None} for i in range(HOURS)
-                ],
                 "_p50": [{} for _ in range(HOURS)],
                 "_p95": [{} for _ in range(HOURS)],
             }
-        return entry
+        return agents[str(agent_id)]
 
-    for counts in (past, current):
-        for row in counts["totals"]:
-            entry = entry_of(row["agent_key"], row["agent_name"])
-            entry["hours"][row["hour"]]["sessions"] += row["sessions"]
-            entry["sessions"] += row["sessions"]
-            entry["with_errors"] += row["with_errors"]
-            entry["fatal"] += row["fatal"]
-            if row["cost"] is not None:
-                entry["cost_usd"] = (entry["cost_usd"] or 0.0) + row["cost"]
-        for name in ("_p50", "_p95"):
-            for agent_id, hour, bucket, n in counts[name]:
-                histogram = agents[str(agent_id)][name][hour]
-                histogram[int(bucket)] = histogram.get(int(bucket), 0) + n
-    for agent_id in live:
-        if str(agent_id) not in agents:  # live now, but started before the window
-            entry_of(agent_id, None)
+    for counts in _window_counts(organization, sessions, since):
+        _add_counts(counts, entry_of)
+    for agent_id in live:  # live now, but started before the window
+        entry_of(agent_id, None)
     heard = audio_figures(organization, since)
     for agent_id, figures in heard.items():
         if agent_id in agents:
             agents[agent_id]["audio"] = figures
     for entry in agents.values():
-        p50s, p95s = entry.pop("_p50"), entry.pop("_p95")
-        for hour, p50, p95 in zip(entry["hours"], p50s, p95s, strict=True):
-            hour["p50"], hour["p95"] = histogram_percentile(p50, 50), histogram_percentile(p95, 95)
-        entry["p50"] = histogram_percentile(_merged(p50s), 50)
-        entry["p95"] = histogram_percentile(_merged(p95s), 95)
-        entry["error_rate"] = entry["with_errors"] / entry["sessions"] if entry["sessions"] else None
-        entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
+        _finish(entry)
     return sorted(
         agents.values(), key=lambda e: (-e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or "")
     )
+
+
+def _window_counts(organization, sessions, since) -> tuple[dict, dict]:
+    """The window's counts (_counts) in two stretches: the hours before this one, counted once per
+    PAST_HOURS_TTL (per process cache), and this hour, on every load: a day of 100,000 sessions costs a
+    load ~1/24th of a full count."""
+    this_hour = since + timedelta(hours=HOURS - 1)
+    key = f"overview:v2:{organization.pk}:{since.isoformat()}"  # v2: rows by agent_key
+    past = cache.get(key)
+    if past is None:
+        past = _counts(sessions, since, since, this_hour)
+        cache.set(key, past, PAST_HOURS_TTL)
+    return past, _counts(sessions, since, this_hour, None)
+
+
+def _add_counts(counts: dict, entry_of) -> None:
+    """One stretch's counts added to each agent's row (`entry_of(agent_id, name)`: the row, made when new)."""
+    for row in counts["totals"]:
+        entry = entry_of(row["agent_key"], row["agent_name"])
+        entry["hours"][row["hour"]]["sessions"] += row["sessions"]
+        entry["sessions"] += row["sessions"]
+        entry["with_errors"] += row["with_errors"]
+        entry["fatal"] += row["fatal"]
+        if row["cost"] is not None:
+            entry["cost_usd"] = (entry["cost_usd"] or 0.0) + row["cost"]
+    for name in ("_p50", "_p95"):
+        for agent_id, hour, bucket, n in counts[name]:
+            histogram = entry_of(agent_id, None)[name][hour]
+            histogram[int(bucket)] = histogram.get(int(bucket), 0) + n
+
+
+def _finish(entry: dict) -> None:
+    """An agent's row made from its counts: p50 and p95 by the hour and over the day (from its latency
+    histograms, which it then drops), its error rate and its hours' sessions."""
+    p50s, p95s = entry.pop("_p50"), entry.pop("_p95")
+    for hour, p50, p95 in zip(entry["hours"], p50s, p95s, strict=True):
+        hour["p50"], hour["p95"] = histogram_percentile(p50, 50), histogram_percentile(p95, 95)
+    entry["p50"] = histogram_percentile(_merged(p50s), 50)
+    entry["p95"] = histogram_percentile(_merged(p95s), 95)
+    entry["error_rate"] = entry["with_errors"] / entry["sessions"] if entry["sessions"] else None
+    entry["hours_sessions"] = [hour["sessions"] for hour in entry["hours"]]
 
 
 def audio_figures(organization, since) -> dict[str, dict]:

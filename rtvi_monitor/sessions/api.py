@@ -10,7 +10,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.access import policy as access
-from dashboard.access.auth import bearer_token, key_or_member_required
+from dashboard.access.auth import key_or_member_required
 from dashboard.access.streams import REVOKED_MID_STREAM, while_key_valid
 from dashboard.org import audit
 from dashboard.web.http import (
@@ -18,6 +18,7 @@ from dashboard.web.http import (
     BadParam,
     Query,
     StrictJsonResponse,
+    bearer_token,
     json_error,
     json_methods,
     ndjson_closing,
@@ -28,16 +29,16 @@ from rtvi_monitor.live import control
 from rtvi_monitor.privacy.erase import erase_caller, erase_session
 from rtvi_monitor.sessions.events import event_from_db, stored_message
 from rtvi_monitor.sessions.metrics import registry_for
-from rtvi_monitor.sessions.models import Event, Session, caller_keys
+from rtvi_monitor.sessions.models import Event, caller_keys
 from rtvi_monitor.sessions.platform_join import session_platform
-from rtvi_monitor.sessions.queries import filter_sessions, session_detail, session_turns
+from rtvi_monitor.sessions.queries import filter_sessions, organization_session, session_detail, session_turns
 from rtvi_monitor.sessions.traces import session_traces
 
 MAX_LIMIT = 500
 
 
 def with_session(view=None, *, export: bool = False):
-    """The organization's session named in the URL, passed to the view; a JSON 404 when there is none.
+    """The organization's session named in the URL, passed to the view (a JSON 404 when there is none).
 
     A read of its contents is in the audit log (dashboard/org/audit.py), once a minute per reader; with
     `export`, as an export, every time. Who may read them is the view's door's (dashboard/access/policy.py).
@@ -47,9 +48,7 @@ def with_session(view=None, *, export: bool = False):
 
     @wraps(view)
     def wrapper(request, session_id, *args, **kwargs):
-        session = Session.objects.find(request.organization, session_id)
-        if session is None:
-            return json_error(f"No session {session_id!r} in your organization.", 404)
+        session = organization_session(request.organization, session_id)
         if export:
             audit.record(session.organization, audit.Action.SESSION_EXPORT, session.session_id, request=request)
         elif request.method != "DELETE" and request.sees_contents:
@@ -59,7 +58,7 @@ def with_session(view=None, *, export: bool = False):
     return wrapper
 
 
-@json_methods("GET", "DELETE")
+@json_methods("GET", "DELETE", browser_form=True)
 @key_or_member_required({"GET": "sessions.figures", "DELETE": "sessions.erase"})
 def session_list(request):
     """GET /api/sessions/?agent=&status=&has_errors=&fatal=&started_after=&started_before=&q=&caller=&limit=&offset=
@@ -93,7 +92,7 @@ def session_list(request):
     )
 
 
-@json_methods("GET", "DELETE")
+@json_methods("GET", "DELETE", browser_form=True)
 @key_or_member_required({"GET": "sessions.figures", "DELETE": "sessions.erase"})
 @with_session
 def session_detail_json(request, session):
@@ -162,9 +161,7 @@ async def session_platform_json(request, session_id):
     What the session page fetches after it has loaded: the agents API may be
     slow, and the page never waits on it.
     """
-    session = await sync_to_async(Session.objects.find)(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
+    session = await sync_to_async(organization_session)(request.organization, session_id)
     await audit.arecord_read(session.organization_id, session.session_id, "api: platform", request=request)
     return StrictJsonResponse({"platform": await platform_within_page_wait(request.organization, session)})
 
@@ -185,9 +182,7 @@ def session_turns_json(request, session_id):
 
     Every member: a viewer gets the timings without what anybody said (`contents`: false).
     """
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        return json_error(f"No session {session_id!r} in your organization.", 404)
+    session = organization_session(request.organization, session_id)
     if request.sees_contents:
         audit.record_read(session.organization, session.session_id, "api: turns", request=request)
     return StrictJsonResponse(session_turns(session, request.sees_contents))
@@ -321,21 +316,8 @@ def prometheus(request):
 # --- Acting on a live call (rtvi_monitor/live/control.py): end it, send text into it -----------------------
 
 
-def _csrf_refusal(request):
-    """A member's browser (no bearer key) must send the CSRF token, as a form would; a JSON 403 if not."""
-    if bearer_token(request):
-        return None
-    from django.middleware.csrf import CsrfViewMiddleware
-
-    return CsrfViewMiddleware(lambda request: None).process_view(request, None, (), {})
-
-
 async def _find(request, session_id: str):
-    return await sync_to_async(Session.objects.find)(request.organization, session_id)
-
-
-def _no_session(session_id: str):
-    return json_error(f"No session {session_id!r} in your organization.", 404)
+    return await sync_to_async(organization_session)(request.organization, session_id)
 
 
 def _control_answer(session, action: str, outcome: control.Outcome) -> StrictJsonResponse:
@@ -356,8 +338,6 @@ async def session_control_json(request, session_id):
     frames; `allowed` is whether the caller may (operators, admins and keys with write).
     """
     session = await _find(request, session_id)
-    if session is None:
-        return _no_session(session_id)
     answer = await control.availability(session)
     refused = access.refusal(request.actor, "calls.control", method="POST")
     answer["allowed"] = refused is None
@@ -379,13 +359,9 @@ OUTCOMES = {
 
 
 async def _act_on_call(request, session_id, action: str, parse, ask, record: str, details):
-    """What end/ and send-text/ share: the CSRF check, the session, the body (`parse`: (body, problem)),
+    """What end/ and send-text/ share: the session, the body (`parse`: (body, problem)),
     the bot asked (`ask`), and the audit entry for whatever the bot answered (a 409 never reached it)."""
-    if refused := _csrf_refusal(request):
-        return refused
     session = await _find(request, session_id)
-    if session is None:
-        return _no_session(session_id)
     body, problem = parse(request.body)
     if problem:
         return json_error(problem, 400)
@@ -404,7 +380,7 @@ async def _act_on_call(request, session_id, action: str, parse, ask, record: str
     return _control_answer(session, action, outcome)
 
 
-@json_methods("POST")
+@json_methods("POST", browser_form=True)
 @key_or_member_required("calls.control")
 async def session_end(request, session_id):
     """POST /api/sessions/<session_id>/end/ {"cancel": false}: ask the bot to end the call.
@@ -425,7 +401,7 @@ async def session_end(request, session_id):
     )
 
 
-@json_methods("POST")
+@json_methods("POST", browser_form=True)
 @key_or_member_required("calls.control")
 async def session_send_text(request, session_id):
     """POST /api/sessions/<session_id>/send-text/ {"content": "...", "options": {...}}: text into the call.

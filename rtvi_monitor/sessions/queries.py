@@ -8,6 +8,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import IntegerField, Q, QuerySet
 from django.db.models.functions import Cast, Floor
+from django.http import Http404
 
 from dashboard.web.http import BadParam, Query
 from rtvi_monitor.core import diagnosis as turns
@@ -19,6 +20,16 @@ from rtvi_monitor.sessions.traces import session_traces
 # them (the API's 400, the page's banner), and the sessions page's <select>s offer them.
 FILTER_CHOICES = {"status": tuple(Session.Status.values), "end": tuple(EndKind.values)}
 AGENT_KEY_MAX = 100  # characters of an agent filter: an agents API id
+
+
+def organization_session(organization, session_id: str) -> Session:
+    """The organization's session with this id (its agent joined), the one way a page or a JSON view finds the
+    session its URL names: Http404 when it has none, nor tells another organization's apart from none. A page
+    answers Django's 404; a JSON view (dashboard.web.http.json_methods) a JSON 404 in these words."""
+    session = Session.objects.find(organization, session_id)
+    if session is None:
+        raise Http404(f"No session {session_id!r} in your organization.")
+    return session
 
 
 def filter_sessions(organization, params, contents: bool = True) -> QuerySet:

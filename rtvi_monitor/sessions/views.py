@@ -5,7 +5,6 @@ from datetime import datetime
 from asgiref.sync import async_to_sync
 from django.core.exceptions import BadRequest
 from django.db.models import Q
-from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -16,8 +15,8 @@ from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, whole_number
 from rtvi_monitor.audio.models import SessionAudio
 from rtvi_monitor.audio.views import audio_summary
-from rtvi_monitor.sessions.models import Session
-from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions
+from rtvi_monitor.sessions.models import FAILED_ENDS, Session
+from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions, organization_session
 
 PAGE_SIZE = 50
 MAX_PK = 2**63 - 1  # a session's id (a BigAutoField)
@@ -128,9 +127,7 @@ def _page_url(params, **cursor: str) -> str:
 @require_GET
 @member_required("sessions.figures")
 def session_detail(request, session_id):
-    session = Session.objects.find(request.organization, session_id)
-    if session is None:
-        raise Http404("No such session in your organization.")
+    session = organization_session(request.organization, session_id)
     if not request.sees_contents:
         # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
         recording = SessionAudio.objects.filter(session=session).first()
@@ -157,6 +154,8 @@ def session_detail(request, session_id):
                 "events_url": reverse("api_session_events", args=[session.session_id]),
                 "state_url": reverse("api_session_detail", args=[session.session_id]),
                 "audio": audio,
+                # The end kinds that failed (a red pill), for the state's end before the row says it.
+                "failed_ends": sorted(FAILED_ENDS),
             },
         },
     )

@@ -56,6 +56,7 @@ import { createTimeline } from "./timeline.js";
 import { timelineEnd, timelineStart } from "./timeline_lanes.js";
 
 const config = JSON.parse(document.getElementById("session-config").textContent);
+const FAILED_ENDS = new Set(config.failed_ends); // the server's (rtvi_monitor/sessions/models.py), for the header's pill
 const $ = (id) => document.getElementById(id);
 const ACK_EVERY = 200; // versions
 const ACK_WAIT_MS = 500;
@@ -112,7 +113,7 @@ function currentView(state) {
 // --- the header --------------------------------------------------------------------
 
 function renderHeader(state) {
-  const facts = headerFacts(page.session, state, clockNow());
+  const facts = headerFacts(page.session, state, clockNow(), FAILED_ENDS);
   $("status").className = `pill ${facts.status.pill}`;
   setText("status", facts.status.text);
   const agent = $("fact-agent");

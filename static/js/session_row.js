@@ -2,21 +2,22 @@
 // turn latency, the lists' order. Pure (tests/js/session_row.test.mjs).
 import { clockTime, formatDuration } from "./format.js";
 
-/** How a session ended that an operator should look at (rtvi_monitor/models.py FAILED_ENDS). */
-export const FAILED_ENDS = new Set(["bot_vanished", "fatal_error", "server_restarted"]);
-
 /**
  * The status pill: live, bot away (since when), or ended (how: client hung up, bot finished, bot
- * vanished, fatal error, server restarted). `pill` is its class: an end that failed is red.
+ * vanished, fatal error, server restarted). `pill` is its class: an end that failed is red. Which ends
+ * failed is the server's to say: a row says it (`failed`); the state, which may say a session ended
+ * before its row does, names its end kind, and `failedEnds` are the kinds that failed as the page's
+ * config sent them (rtvi_monitor/sessions/models.py FAILED_ENDS): the browser keeps no list of its own.
  * @param {object | null} row   the session row (status, bot, away_since, end_reason, end_kind, failed)
  * @param {object | null} state the derived state (ended, end_reason, end_kind, fatal)
+ * @param {Set<string>} failedEnds the end kinds that count as failures (config.failed_ends)
  * @returns {{kind: "live" | "away" | "ended", failed: boolean, pill: string, text: string}}
  */
-export function sessionStatus(row, state) {
+export function sessionStatus(row, state, failedEnds = new Set()) {
   if (row?.status === "ended" || state?.ended === true) {
     const reason = row?.end_reason || state?.end_reason || "";
     const endKind = row?.end_kind || state?.end_kind || "";
-    const failed = row?.failed === true || FAILED_ENDS.has(endKind) || row?.fatal === true || state?.fatal === true;
+    const failed = row?.failed === true || failedEnds.has(endKind) || row?.fatal === true || state?.fatal === true;
     return { kind: "ended", failed, pill: failed ? "ended error" : "ended", text: reason ? `ended (${reason})` : "ended" };
   }
   if (row?.bot === "finished") {

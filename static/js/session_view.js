@@ -70,9 +70,10 @@ const count = (list, fallback) => (Array.isArray(list) ? list.length : typeof fa
  * @param {object | null} row   the session row (rtvi_monitor/models.py session_row)
  * @param {object | null} state the derived state
  * @param {number} now          epoch seconds: the clock, or the moment the page lost the server
+ * @param {Set<string>} failedEnds the end kinds that count as failures (the page's config.failed_ends)
  */
-export function headerFacts(row, state, now) {
-  const status = sessionStatus(row, state);
+export function headerFacts(row, state, now, failedEnds = new Set()) {
+  const status = sessionStatus(row, state, failedEnds);
   const started = row?.started_at ? new Date(row.started_at) : null;
   const ended = row?.ended_at ? new Date(row.ended_at) : null;
   let duration = "—";

@@ -39,10 +39,15 @@ test("the status pill says live, bot away since when, or ended and how, failures
   assert.deepEqual(sessionStatus(row("bot_finished", "bot finished", false), {}), ended("ended (bot finished)", false));
   assert.deepEqual(sessionStatus(row("bot_vanished", "bot vanished", true), {}), ended("ended (bot vanished)", true));
   assert.deepEqual(sessionStatus(row("server_restarted", "server restarted", true), {}), ended("ended (server restarted)", true));
-  // The session page's state says it before its row does; the kind alone is enough to tell a failure.
-  const fatal = { ended: true, end_reason: "fatal error", end_kind: "fatal_error" };
+  // The session page's state says it before its row does: its end kind is a failure when the server's list
+  // (the page's config.failed_ends) names it; the browser has no list of its own.
+  const failedEnds = new Set(["bot_vanished", "fatal_error", "server_restarted"]);
+  const vanished = { ended: true, end_reason: "bot vanished", end_kind: "bot_vanished" };
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, vanished, failedEnds), ended("ended (bot vanished)", true));
+  assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, vanished), ended("ended (bot vanished)", false));
+  const fatal = { ended: true, end_reason: "fatal error", end_kind: "fatal_error", fatal: true };
   assert.deepEqual(sessionStatus({ status: "live", bot: "connected" }, fatal), ended("ended (fatal error)", true));
-  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "", end_kind: "bot_vanished" }, null), ended("ended", true));
+  assert.deepEqual(sessionStatus({ status: "ended", end_reason: "", end_kind: "bot_vanished", failed: true }, null), ended("ended", true));
   // Ended before kinds were recorded: as before, and not called a failure.
   assert.deepEqual(sessionStatus({ status: "ended", end_reason: "bot disconnected", bot: null }, {}), ended("ended (bot disconnected)", false));
   assert.deepEqual(sessionStatus({ status: "ended", end_reason: "" }, null), ended("ended", false));
