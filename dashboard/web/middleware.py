@@ -57,7 +57,7 @@ BODILESS_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 
 
 def _declared_length(request) -> int | None:
-    """The body's declared size; None when absent (chunked) or not a number of bytes (see RequestLimitsMiddleware.before)."""
+    """The body's declared size; None when absent (chunked) or no number of bytes (RequestLimitsMiddleware.before)."""
     return whole_number(request.META.get("CONTENT_LENGTH"))
 
 
