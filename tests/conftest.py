@@ -12,7 +12,7 @@ from dashboard.agents.models import Agent, Deployment
 from dashboard.org.models import ApiKey, Membership, Organization
 
 # A streamed piece of text that ends in a number waits for its stream's next piece (rtvi_monitor/live/joining.py),
-# 3 s by default; so does its ack. tests/test_streamed_redaction.py and tests/test_attack_i33.py test that wait
+# 3 s by default; so does its ack. tests/privacy/test_streamed_redaction.py and test_attack_i33.py test that wait
 # with waits of their own; elsewhere a final transcription that ends in a number ("M-123456.") would make its
 # test wait 3 s for an ack. For every server the tests start (they read the environment), and, below, this process.
 os.environ.setdefault("REDACTION_HOLD_SECONDS", "0.25")

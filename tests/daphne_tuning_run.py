@@ -1,4 +1,4 @@
-"""Run by tests/test_daphne_tuning.py in a process of its own (a twisted reactor runs once per process).
+"""Run by tests/asgi/test_daphne_tuning.py in a process of its own (a twisted reactor runs once per process).
 
     python tests/daphne_tuning_run.py on|off PLANS_JSON
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_contents.py in a process of its own, against the database its environment names.
+"""Run by tests/privacy/test_contents.py in a process of its own, against the database its environment names.
 
     python tests/erase_run.py erase|purge WORD
 

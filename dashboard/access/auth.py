@@ -14,7 +14,7 @@ finds the actor and answers a refusal the way its door speaks:
 - Templates: `can` (`{% if can.org_settings %}`), from `membership_context`.
 
 Each decorator records its action on the view (`view.access_action`, and `view.access_door`: a
-"page" reads no key); tests/test_access_policy.py fails on a URL that has none. A user belongs to
+"page" reads no key); tests/access/test_access_policy.py fails on a URL that has none. A user belongs to
 one or more organizations and works in one at a time: the one picked with the switcher (kept under
 ORGANIZATION_SESSION_KEY), else the first by name. Django's is_staff opens the site admin only.
 """
@@ -211,7 +211,7 @@ def key_or_member_required(actions):
 
 
 def public(reason: str):
-    """A view anyone may open; `reason` says why it needs no actor (read by tests/test_access_policy.py)."""
+    """A view anyone may open; `reason` says why it needs no actor (read by tests/access/test_access_policy.py)."""
 
     def mark(view):
         view.access_action, view.access_reason = "public", reason

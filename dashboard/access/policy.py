@@ -36,7 +36,7 @@ scripts: "read" reads contents too.
 Doors: dashboard/access/auth.py (`member_required(action)` for pages, `key_or_member_required(action)` for
 JSON, `ingest_token` for bots' uploads, `public(reason)`, the site admin's `has_permission`),
 rtvi_monitor/live/consumers.py (sockets) and templates, through the `can` context variable
-(`{% if can.org_settings %}`). tests/test_access_policy.py walks every URL and socket route and
+(`{% if can.org_settings %}`). tests/access/test_access_policy.py walks every URL and socket route and
 fails on one that names no action.
 """
 

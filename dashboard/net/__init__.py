@@ -5,5 +5,5 @@
   address unless a setting allows the host), resolved once and pinned.
 - `openid`: an OpenID provider's discovery document, read at first use.
 
-Only this package imports httpx (tests/test_architecture.py holds it to that).
+Only this package imports httpx (tests/house/test_architecture.py holds it to that).
 """

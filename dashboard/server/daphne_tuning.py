@@ -64,7 +64,7 @@ limit in play take autobahn's path.
 **Corked blocks.** `corked()` holds a block's writes and sends each
 connection's as one: a flush's acks to one bot leave in one send.
 
-tests/test_daphne_tuning.py and tests/test_daphne_frames.py check them against twisted's and autobahn's own.
+tests/asgi/test_daphne_tuning.py and test_daphne_frames.py check them against twisted's and autobahn's own.
 """
 
 import contextlib

@@ -2,7 +2,7 @@
 `{% short_id id %}`, `{{ about|peer:version }}`, and the rest below.
 
 The rules live in dashboard/web/display.py (pure, also used outside templates); static/js/format.js and
-state_format.js have the same ones for what the browser renders; tests/test_format.py checks both against one
+state_format.js have the same ones for what the browser renders; tests/web/test_format.py checks both against one
 table of cases.
 """
 

@@ -1,7 +1,7 @@
 """How figures and names read for a person, on every page and in alert text: pure functions, no Django.
 
 static/js/format.js (formatDuration, shortId) and static/js/state_format.js (peerText) have the same rules
-in JavaScript; tests/test_format.py checks both languages on one table of cases each, so a cell the server
+in JavaScript; tests/web/test_format.py checks both languages on one table of cases each, so a cell the server
 renders and the same cell the browser renders later read the same. The templates reach these through
 dashboard/templatetags/dashboard_format.py.
 """

@@ -116,7 +116,7 @@ def json_methods(*methods: str, browser_form: bool = False):
     not Django's HTML CSRF page. A view that a member's browser changes things with (its buttons post with
     the signed-in session) says `browser_form=True`: then a POST, PUT, PATCH or DELETE on a browser's session
     cookie must carry the CSRF token, as a form does (`csrf_refusal`); a key's request needs none.
-    tests/test_csrf.py holds every JSON view that a member may change things with to it.
+    tests/web/test_csrf.py holds every JSON view that a member may change things with to it.
     """
 
     def refuse(request):

@@ -399,7 +399,7 @@ def _decode(text: str) -> Any:
     """json's parse, done by orjson (~3x faster) where the two agree: orjson refuses what json would take
     differently (NaN, Infinity, a lone surrogate, a number overflowing a float, nesting past 1,024) and
     makes a float of an integer past 64 bits, so those texts, and any with 19 digits in a row, go to json,
-    which judges them and says what is wrong as before (tests/test_relay_json.py: always json's result)."""
+    which judges them and says what is wrong as before (tests/live/test_relay_json.py: always json's result)."""
     raw = text.encode("utf-8", "surrogatepass")
     if _LONG_NUMBER not in raw.translate(_DIGITS):
         try:

@@ -4,7 +4,7 @@ One entry per place, each a function that erases that place for a set of session
 all, and everything that removes contents calls it: erasing a session (sessions.erase_session, from the
 API, the admin and the organization's Erase page), erasing a caller (sessions.erase_caller) and
 retention's purges (rtvi_monitor/privacy/retention.py). A place added here is reached by all three;
-tests/test_contents.py fails when a model that can hold text (or points at a session) is in no entry
+tests/privacy/test_contents.py fails when a model that can hold text (or points at a session) is in no entry
 (nor in its short list of what holds no words, each with its reason).
 
 The places that hold no words, so nothing needs erasing there (said once, here):

@@ -3,7 +3,7 @@
 A stand-in client records what it is handed (and on which thread); one test
 streams through a real DashboardClient into the stand-in endpoint of
 test_package.py. The dashboard's side (the logs endpoint serving the lines) is
-tested in the server's suite (tests/test_v1_platform.py).
+tested in the server's suite (tests/agents/test_v1_platform.py).
 """
 
 import asyncio

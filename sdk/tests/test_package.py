@@ -4,8 +4,8 @@ A small ingest endpoint made with `websockets` stands in for the dashboard
 (acknowledging like it once stored: {"acks": [[first, last], ...]} a frame
 when the bot asks for ranged acks, else {"ack": seq} a message, as dashboards
 before ranged acks do); the dashboard's own test
-suite streams into the real server (tests/test_bot_client.py,
-tests/test_pipecat_integration.py).
+suite streams into the real server (tests/live/test_bot_client.py,
+tests/house/test_pipecat_integration.py).
 """
 
 import asyncio

@@ -1,6 +1,6 @@
 // The product's formats, on every page (base.html loads this module): one time format, one
 // duration format, ids shown short. dashboard/web/display.py has the same duration and id rules for
-// what the server renders; tests/test_format.py checks both languages on one table of cases.
+// what the server renders; tests/web/test_format.py checks both languages on one table of cases.
 //
 // Everything here is pure except showTime and upgradeTimes, which fill <time class="when"> elements
 // (base.html runs upgradeTimes on every page). What the session pages make of a session lives in

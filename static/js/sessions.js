@@ -44,7 +44,7 @@ function when(iso) {
 
 /**
  * One session's cells, from a row the socket sent, as templates/rtvi_monitor/_session_cells.html
- * renders them from the database: keep both in step (tests/test_browser_session_list.py compares them).
+ * renders them from the database: keep both in step (tests/sessions/test_browser_session_list.py compares them).
  */
 function sessionCells(session) {
   const link = document.createElement("a");

@@ -1,5 +1,5 @@
 // Unit tests for static/js/format.js (node --test tests/js/): the product's time and duration formats
-// and short ids. tests/test_format.py runs formatDuration and shortId on the same tables of cases as
+// and short ids. tests/web/test_format.py runs formatDuration and shortId on the same tables of cases as
 // the server's dashboard/display.py.
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -74,7 +74,7 @@ test("showTime and upgradeTimes fill <time class=when>: how long ago, the full t
 });
 
 test("durations are rounded as a person says them", () => {
-  // The whole table, shared with the server's filter, is in tests/test_format.py; these are its landmarks.
+  // The whole table, shared with the server's filter, is in tests/web/test_format.py; these are its landmarks.
   const cases = [
     [0, "0 ms"],
     [380.491, "380 ms"],

@@ -1,5 +1,5 @@
 // Unit tests for static/js/model.js (node --test tests/js/): the server's state, kept by its patches.
-// tests/test_page_model.py checks the same against the real reducer, for every split of real sessions.
+// tests/core/test_page_model.py checks the same against the real reducer, for every split of real sessions.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

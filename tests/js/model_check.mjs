@@ -1,4 +1,4 @@
-// Applies recorded patch streams with static/js/model.js; run by tests/test_page_model.py.
+// Applies recorded patch streams with static/js/model.js; run by tests/core/test_page_model.py.
 //
 //   node tests/js/model_check.mjs CASES.json
 //

@@ -1,5 +1,5 @@
 // Unit tests for static/js/state_format.js (node --test tests/js/): the session's derived state as the
-// session page shows it. tests/test_format.py runs peerText on the same table of cases as the server's
+// session page shows it. tests/web/test_format.py runs peerText on the same table of cases as the server's
 // dashboard/display.py.
 import assert from "node:assert/strict";
 import { test } from "node:test";

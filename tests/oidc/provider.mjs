@@ -1,4 +1,4 @@
-// A real OpenID provider for tests/test_oidc_sso.py: npm's oidc-provider (pinned in package.json),
+// A real OpenID provider for tests/access/test_oidc_sso.py: npm's oidc-provider (pinned in package.json),
 // with its development interactions (a login form that takes any password for a known login, then
 // a consent page), one confidential client, and ID tokens signed RS256 with a key made at start.
 //
