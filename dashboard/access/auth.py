@@ -119,7 +119,7 @@ def _action_of(actions, request) -> str:
 
 
 def _forbidden_page(request, message: str):
-    html = render_to_string("dashboard/forbidden.html", {"message": message}, request=request)
+    html = render_to_string("web/forbidden.html", {"message": message}, request=request)
     return HttpResponseForbidden(html)
 
 

@@ -50,7 +50,7 @@ async def agent_list(request):
     agents = [AgentRow(agent, stats.get(agent.id, {})) for agent in (listing.search(query) if listing else [])]
     return await arender(
         request,
-        "dashboard/agent_list.html",
+        "agents/agent_list.html",
         {"organization": organization, "listing": listing, "agents": agents, "query": query, "include": include},
     )
 
@@ -94,7 +94,7 @@ async def agent_detail(request, agent_id):
         )
     # Not in the list (which could not be fetched): the page says why, as a 404 (not this organization's, as far
     # as anybody knows).
-    return await arender(request, "dashboard/agent_detail.html", context, status=404 if agent is None else 200)
+    return await arender(request, "agents/agent_detail.html", context, status=404 if agent is None else 200)
 
 
 @require_POST

@@ -53,7 +53,7 @@ def audit_page(request):
     older = entries[PAGE - 1].pk if len(entries) > PAGE else None
     return render(
         request,
-        "dashboard/audit.html",
+        "org/audit.html",
         {
             "organization": organization,
             "entries": entries[:PAGE],

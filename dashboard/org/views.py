@@ -53,7 +53,7 @@ SECTIONS = [
 
 
 def _render(request, template: str, context: dict, status: int = 200):
-    return render(request, f"dashboard/org/{template}", {"sections": SECTIONS, **context}, status=status)
+    return render(request, f"org/{template}", {"sections": SECTIONS, **context}, status=status)
 
 
 # A secret just made (a key, a token, an invitation's link) is shown on the answer to the POST that made
@@ -138,7 +138,7 @@ def accept_invitation(request, secret: str):
     """A one-time invitation: join as a signed-in user, or make an account here and join with it."""
     invitation = Invitation.find(secret)
     if invitation is None:
-        return render(request, "dashboard/org/invitation.html", {"invalid": True}, status=404)
+        return render(request, "org/invitation.html", {"invalid": True}, status=404)
     form = None
     if request.method == "POST":
         user = request.user if request.user.is_authenticated else None
@@ -151,7 +151,7 @@ def accept_invitation(request, secret: str):
                     pk=invitation.pk, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
                 )
                 if not taken.exists():
-                    return render(request, "dashboard/org/invitation.html", {"invalid": True}, status=404)
+                    return render(request, "org/invitation.html", {"invalid": True}, status=404)
                 if user is None:  # the account is made with the membership, or not at all
                     user = form.save(commit=False)
                     user.email = invitation.email
@@ -179,7 +179,7 @@ def accept_invitation(request, secret: str):
             return redirect("home")
     elif not request.user.is_authenticated:
         form = SignUpForm()
-    return render(request, "dashboard/org/invitation.html", {"invitation": invitation, "form": form})
+    return render(request, "org/invitation.html", {"invitation": invitation, "form": form})
 
 
 # --- members ------------------------------------------------------------------------------

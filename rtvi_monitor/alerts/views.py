@@ -415,7 +415,7 @@ def alert_list(request):
     alerts = _alerts(organization)
     return render(
         request,
-        "rtvi_monitor/alert_list.html",
+        "alerts/alert_list.html",
         {
             **_page_context(request),
             "firing": list(alerts.filter(status=Alert.Status.FIRING)),
@@ -432,7 +432,7 @@ def alert_list(request):
 def alert_detail(request, pk: int):
     """One alert: what it says, who has it, its notes and deliveries (where notifications link to)."""
     alert = get_object_or_404(_alerts(request.organization), pk=pk)
-    return render(request, "rtvi_monitor/alert_detail.html", {**_page_context(request), "alert": alert, "one": [alert]})
+    return render(request, "alerts/alert_detail.html", {**_page_context(request), "alert": alert, "one": [alert]})
 
 
 @require_POST
@@ -538,4 +538,4 @@ def render_markdown(source: str) -> str:
 def runbook(request):
     """docs/RUNBOOK.md: what to check for each condition (the demo rules' runbook links point here)."""
     text = RUNBOOK.read_text() if RUNBOOK.exists() else "# Runbook\n\nNo docs/RUNBOOK.md in this installation."
-    return render(request, "rtvi_monitor/runbook.html", {"runbook": mark_safe(render_markdown(text))})
+    return render(request, "alerts/runbook.html", {"runbook": mark_safe(render_markdown(text))})

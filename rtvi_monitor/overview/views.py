@@ -47,7 +47,7 @@ async def home(request):
     context = await _overview_context(request)
     if context is None:
         return redirect("session_list")
-    return await arender(request, "dashboard/home.html", context)
+    return await arender(request, "overview/home.html", context)
 
 
 @require_GET
@@ -57,4 +57,4 @@ async def overview_panel(request):
     context = await _overview_context(request)
     if context is None:
         raise Http404("Your account belongs to no organization.")
-    return await arender(request, "dashboard/_overview.html", context)
+    return await arender(request, "overview/_overview.html", context)

@@ -92,7 +92,7 @@ def session_list(request):
         newer_url = _page_url(request.GET)
     return render(
         request,
-        "rtvi_monitor/session_list.html",
+        "sessions/session_list.html",
         {
             "organization": organization,
             "sessions": sessions,
@@ -132,7 +132,7 @@ def session_detail(request, session_id):
         # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
         recording = SessionAudio.objects.filter(session=session).first()
         heard = audio_summary(recording, session) if recording else None
-        return render(request, "rtvi_monitor/session_figures.html", {"session": session, "heard": heard})
+        return render(request, "sessions/session_figures.html", {"session": session, "heard": heard})
     audit.record_read(session.organization, session.session_id, "page", request=request)
     # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
     # listeners' (access.py `audio.listen`, as for the API). A page without the URLs has no player and asks
@@ -145,7 +145,7 @@ def session_detail(request, session_id):
         audio["played_url"] = reverse("api_session_audio_played", args=[sid])  # the audit log's "listened"
     return render(
         request,
-        "rtvi_monitor/session_detail.html",
+        "sessions/session_detail.html",
         {
             "session": session,
             "config": {

@@ -67,7 +67,7 @@ export function relativeTime(date, now, where) {
 
 /**
  * Fills one <time datetime="(ISO 8601)"> element: how long ago as its text, the full time as its title.
- * The server renders it with UTC text (dashboard/_when.html); this is what makes it the operator's.
+ * The server renders it with UTC text (web/_when.html); this is what makes it the operator's.
  * @param {{getAttribute(name: string): string | null, textContent: string, title: string}} element
  */
 export function showTime(element, now = Date.now()) {

@@ -33,7 +33,7 @@ function pill(kind, text) {
   return span;
 }
 
-// As dashboard/_when.html writes a moment; showTime makes it "4 min ago", base.html keeps it ageing.
+// As web/_when.html writes a moment; showTime makes it "4 min ago", base.html keeps it ageing.
 function when(iso) {
   const time = document.createElement("time");
   time.className = "when";

@@ -457,5 +457,5 @@ def test_keys_and_tokens_are_shown_revoked_and_created_by_one_template(staff_cli
     assert html.count('value="revoke-key"') == 1 and html.count('value="revoke-token"') == 1
     assert '<td data-label="State">expired</td>' in html and '<td data-label="State">active</td>' in html
     assert 'value="key"' in html and 'value="token"' in html and "Create a key" in html and "Create a token" in html
-    keys = (Path(__file__).resolve().parents[2] / "templates/dashboard/org/keys.html").read_text()
+    keys = (Path(__file__).resolve().parents[2] / "templates/org/keys.html").read_text()
     assert "<form" not in keys and keys.count("_secret_cells.html") == 2 and keys.count("_secret_form.html") == 2

@@ -605,8 +605,8 @@ def test_the_settings_tables_are_one_template_the_rules_page_extends(staff_clien
     html = staff_client.get("/settings/alert-rules/").content.decode()
     assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">default</td>' in html
     assert html.count('<input type="hidden" name="do" value="delete">') == 2 and html.count('data-rule="') == 2
-    templates = Path(__file__).resolve().parents[2] / "templates/dashboard/org"
-    assert (templates / "alert_rules.html").read_text().startswith('{% extends "dashboard/org/rows.html" %}')
+    templates = Path(__file__).resolve().parents[2] / "templates/org"
+    assert (templates / "alert_rules.html").read_text().startswith('{% extends "org/rows.html" %}')
     assert "org_alert_rules" not in (templates / "rows.html").read_text()  # no second copy of the rules' table
     for path in ("/settings/prices/", "/settings/redaction/"):
         assert staff_client.get(path).status_code == 200

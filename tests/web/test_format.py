@@ -106,18 +106,18 @@ def test_format_js_and_the_filter_agree_everywhere():
 
 def test_a_moment_is_written_in_utc_for_the_browser_to_rewrite():
     moment = datetime(2026, 11, 23, 13, 3, 7, 123456, tzinfo=UTC)
-    html = Template('{% include "dashboard/_when.html" with when=moment %}').render(Context({"moment": moment}))
+    html = Template('{% include "web/_when.html" with when=moment %}').render(Context({"moment": moment}))
     assert html == (
         '<time class="when" datetime="2026-11-23T13:03:07.123456+00:00" title="2026-11-23 13:03:07 UTC">'
         "2026-11-23 13:03:07 UTC</time>"
     )
-    assert Template('{% include "dashboard/_when.html" with when=None %}').render(Context()) == "—"
+    assert Template('{% include "web/_when.html" with when=None %}').render(Context()) == "—"
 
 
 def test_a_moment_is_utc_whatever_the_server_zone(settings):
     settings.TIME_ZONE = "Europe/Paris"
     moment = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
-    html = Template('{% include "dashboard/_when.html" with when=moment %}').render(Context({"moment": moment}))
+    html = Template('{% include "web/_when.html" with when=moment %}').render(Context({"moment": moment}))
     assert 'datetime="2026-07-01T12:00:00+00:00"' in html and ">2026-07-01 12:00:00 UTC</time>" in html
 
 
