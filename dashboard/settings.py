@@ -364,6 +364,10 @@ SESSION_SWEEP_INTERVAL = envfloat("SESSION_SWEEP_INTERVAL", "10")
 # SESSION_SUMMARY_INTERVAL: seconds between updates of a live session's row
 # (counts, latency, transcript search text) and of the live session list.
 SESSION_SUMMARY_INTERVAL = envfloat("SESSION_SUMMARY_INTERVAL", "1")
+# OVERVIEW_PING_SECONDS: the Overview hears that its organization's sessions changed at most this often (the
+# last change always), every open Overview of it at once, so that their fetches share one computation of
+# the figures (rtvi_monitor/live/relay.py ChangePings); as often as the page fetches at most.
+OVERVIEW_PING_SECONDS = envfloat("OVERVIEW_PING_SECONDS", "2")
 # BROWSER_MAX_LAG: events a browser may have unacknowledged before the server
 # stops sending and asks it to resync; BROWSER_STALL_TIMEOUT: seconds a
 # stopped browser may stay silent before its socket is closed.

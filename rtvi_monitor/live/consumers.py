@@ -448,6 +448,7 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
     access_action = "sessions.figures"  # dashboard/access/policy.py: the list's rows are figures
     group = None
     held: list[dict] | None = None  # relays that came before the list went out
+    pinged = None  # the organization whose change pings this page takes instead of rows (?changes=1)
 
     async def connect(self):
         user = self.scope.get("user")
@@ -456,6 +457,8 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
         organization = await _organization(self.scope)
         if organization is None:
             return await self.close(CLOSE_FORBIDDEN)
+        if parse_qs(self.scope.get("query_string", b"").decode()).get("changes") == ["1"]:
+            return await self._pings_only(organization)
         self.group = relay.org_group(organization.pk)
         self.held = []
         try:
@@ -472,6 +475,20 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
             await self.disconnect(1011)
             raise
 
+    async def _pings_only(self, organization) -> None:
+        """?changes=1 (the Overview): no rows, only {"type": "changed"} when the organization's sessions changed,
+        at most every OVERVIEW_PING_SECONDS (relay.ChangePings), and once now, for what changed while the page
+        was opening."""
+        self.pinged = organization.pk
+        await relay.pings.join(organization.pk, self.send)
+        try:
+            await self.accept()
+            self.watch_access(organization.pk)
+            await self.send(text_data=relay.PING)
+        except BaseException:
+            await self.disconnect(1011)
+            raise
+
     async def disconnect(self, code):
         self.stop_watching_access()
         await self.stop_relays()
@@ -480,6 +497,9 @@ class SessionListConsumer(AccessWatch, LeanDispatchMixin, AsyncWebsocketConsumer
         if self.group:
             group, self.group = self.group, None
             await relay.fanout.unwatch(group, self)
+        if self.pinged is not None:
+            organization_id, self.pinged = self.pinged, None
+            await relay.pings.leave(organization_id, self.send)
 
     async def receive(self, text_data=None, bytes_data=None):
         pass

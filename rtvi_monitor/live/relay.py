@@ -19,10 +19,12 @@ gets its own relays back from Redis too, and drops them (`origin`).
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 
 from dashboard.web.http import compact_dumps
 from rtvi_monitor.sessions.models import Session
@@ -145,6 +147,78 @@ async def received(layer, channel: str, what: str):
             await asyncio.sleep(1)
             continue
         yield message
+
+
+class _OrganizationPings:
+    """One organization's pages that only need to know that its sessions changed, in this process: a watcher of
+    its session list's group that turns every relay into one ping for all of them, at most every
+    OVERVIEW_PING_SECONDS, the last change always pinged (late, never lost)."""
+
+    def __init__(self):
+        self.sends: set = set()  # each page's consumer's `send`
+        self.last = float("-inf")  # time.monotonic() of the last ping
+        self.pending: asyncio.TimerHandle | None = None
+        self.task: asyncio.Task | None = None
+
+    async def deliver(self, message: dict) -> None:
+        if self.pending is not None:
+            return  # a ping is coming: it will say this change too
+        wait = self.last + settings.OVERVIEW_PING_SECONDS - time.monotonic()
+        # A task of its own: never the writer's relay waiting on the pages' sends.
+        self.pending = asyncio.get_running_loop().call_later(max(wait, 0), self._start)
+
+    def _start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._ping())
+
+    async def _ping(self) -> None:
+        self.pending = None
+        self.last = time.monotonic()
+        for send in list(self.sends):
+            try:
+                await send(text_data=PING)
+            except Exception:  # a closed page's socket: its own loss
+                logger.debug("A change ping to a page failed", exc_info=True)
+
+
+PING = '{"type":"changed"}'
+
+
+class ChangePings:
+    """Pages that show figures computed on the server (the Overview) and only need to hear that an organization's
+    sessions changed: the rows themselves (about 100 KB/s per page with 1,000 live calls) are never sent to
+    them. Every such page of one organization in this process is pinged at the same moment, so their fetches
+    that follow can share one computation of the figures (rtvi_monitor/overview/views.py, `since`)."""
+
+    def __init__(self):
+        self.organizations: dict[str, _OrganizationPings] = {}
+
+    async def join(self, organization_id, send) -> None:
+        key = str(organization_id)
+        pings = self.organizations.get(key)
+        if pings is None:
+            pings = self.organizations[key] = _OrganizationPings()
+            await fanout.watch(org_group(organization_id), pings)
+        pings.sends.add(send)
+
+    async def leave(self, organization_id, send) -> None:
+        key = str(organization_id)
+        pings = self.organizations.get(key)
+        if pings is None:
+            return
+        pings.sends.discard(send)
+        if not pings.sends:
+            del self.organizations[key]
+            if pings.pending is not None:
+                pings.pending.cancel()
+            await fanout.unwatch(org_group(organization_id), pings)
+
+    def since(self, organization_id) -> float:
+        """time.monotonic() of the organization's last ping from this process (-inf: none yet)."""
+        pings = self.organizations.get(str(organization_id))
+        return pings.last if pings is not None else float("-inf")
+
+
+pings = ChangePings()
 
 
 async def relay(group: str, message: dict) -> None:
