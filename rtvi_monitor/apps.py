@@ -8,16 +8,22 @@ class RtviMonitorConfig(AppConfig):
     verbose_name = "RTVI live sessions"
 
     def ready(self):
-        # Under daphne, the session sweep and the alerts start with the server:
-        # sessions left by a process that died end even if no bot ever connects
-        # again, and alerts fire with no page open.
+        # Under daphne, the session sweep, the alerts and retention's purges start with the server: sessions
+        # left by a process that died end even if no bot ever connects again, alerts fire with no page open,
+        # and old contents go on their days. manage.py commands and tests that never serve start none of it.
         if "daphne.server" in sys.modules and "twisted.internet.reactor" in sys.modules:
             from twisted.internet import reactor
 
-            reactor.callWhenRunning(lambda: reactor.callLater(0, _start_server))
+            reactor.callWhenRunning(lambda: reactor.callLater(0, start_server))
 
 
-def _start_server():
+def start_server() -> None:
+    """A server process starts (on its event loop): the live path's background work (rtvi_monitor/live/process.py),
+    the alert engine and retention's purges, each once per process whatever starts it first."""
+    from rtvi_monitor.alerts import rules as alerts
     from rtvi_monitor.live import process
+    from rtvi_monitor.privacy import retention
 
-    process.start_server()
+    process.start()
+    alerts.start()
+    retention.start()

@@ -1,11 +1,12 @@
 """The live path's background work in this server process, started in one place.
 
 `start()` runs on the event loop (daphne's, or a test's) the first time a bot
-connects, and when the server starts (`rtvi_monitor.apps`): the writer's loop,
-the session sweep, the hand-over of sessions a fatal error ended from the writer to
-the lifecycle, and, under daphne, a last flush and the release of this process's
-sessions before the reactor stops. `start_server()` adds what every server
-process runs whether or not a bot connects: the alert engine and retention's purges.
+connects, and when the server starts (the wiring: rtvi_monitor/apps.py): the
+writer's loop, the session sweep, the hand-over of sessions a fatal error ended
+from the writer to the lifecycle, and, under daphne, a last flush and the
+release of this process's sessions before the reactor stops. What other
+features run in every server process (the alert engine, retention's purges) is
+started by the wiring beside it, never from here.
 
 The other listeners are per socket, not per process: a browser's watch joins its
 group through the channel layer (live/relay.py), and the control inbox listens while
@@ -26,16 +27,6 @@ def start() -> Writer:
         _before_shutdown(writer)
     lifecycle.start()
     return writer
-
-
-def start_server() -> None:
-    """A server process starts: the live path, and the alerts and purges that run with no page or bot."""
-    from rtvi_monitor.alerts import rules as alerts
-    from rtvi_monitor.privacy import retention
-
-    start()
-    alerts.start()
-    retention.start()
 
 
 def _before_shutdown(writer: Writer) -> None:
