@@ -8,6 +8,7 @@ class RtviMonitorConfig(AppConfig):
     verbose_name = "RTVI live sessions"
 
     def ready(self):
+        subscribe()
         # Under daphne, the session sweep, the alerts and retention's purges start with the server: sessions
         # left by a process that died end even if no bot ever connects again, alerts fire with no page open,
         # and old contents go on their days. manage.py commands and tests that never serve start none of it.
@@ -15,6 +16,14 @@ class RtviMonitorConfig(AppConfig):
             from twisted.internet import reactor
 
             reactor.callWhenRunning(lambda: reactor.callLater(0, start_server))
+
+
+def subscribe() -> None:
+    """What the features hear of the live path: a session's end (rtvi_monitor/live/signals.py)."""
+    from rtvi_monitor.audio import store as audio
+    from rtvi_monitor.live.signals import session_ended
+
+    session_ended.connect(audio.settle_ended, dispatch_uid="rtvi_monitor.audio.settle_ended")
 
 
 def start_server() -> None:

@@ -521,14 +521,12 @@ def settle(session, reported: list[dict]) -> None:
         metrics.record_audio_session(session, recording)
 
 
-def settle_ended(sessions) -> None:
-    """Called as sessions end (rtvi_monitor/live/lifecycle.py, the rows fetched with select_related("audio")):
-    those with a recording are compared, and no query is made for the others."""
+def settle_ended(sender, session, **kwargs) -> None:
+    """A session ended (rtvi_monitor.live.signals.session_ended, which rtvi_monitor/apps.py connects this to; on the
+    lifecycle's thread, once per ended session): its recording, if it has one, compared with its frozen turns. One
+    indexed look-up for a session without one."""
     from rtvi_monitor.audio.models import SessionAudio
 
-    for session in sessions:
-        try:
-            session.audio  # noqa: B018 (select_related's join: no query)
-        except SessionAudio.DoesNotExist:
-            continue
-        settle(session, list((session.state or {}).get("turns") or []))
+    if not SessionAudio.objects.filter(session_id=session.pk).exists():
+        return
+    settle(session, list((session.state or {}).get("turns") or []))

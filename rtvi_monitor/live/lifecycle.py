@@ -8,6 +8,10 @@ seconds) and sweeps:
 - a live session whose bot has been away longer than SESSION_END_GRACE is
   ended, at the time its bot left, with the reason it left.
 
+Every session that ends here is told to the other features once, with
+`session_ended` (live/signals.py: its row, final state in), which they subscribe
+to in the wiring (rtvi_monitor/apps.py): the lifecycle calls none of them.
+
 The grace only decides whether a reconnect continues the same session; the
 session's end is when its bot left. A bot that closes its socket with 1000
 (normal closure: its pipeline ended) is not coming back: its session ends at
@@ -37,8 +41,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from rtvi_dashboard.wire import CLOSE_NORMAL
 
-from rtvi_monitor.audio import store as audio
-from rtvi_monitor.live import relay, writer
+from rtvi_monitor.live import relay, signals, writer
 from rtvi_monitor.live.dbthread import CONNECT_THREAD, LIFECYCLE_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.models import ServerProcess
 from rtvi_monitor.live.registry import SERVER_ID, registry
@@ -395,10 +398,11 @@ def _store_ends(ends: list[_End], only_if_away: bool) -> list[Session | None]:
                 **fields,
             )
             ended.append(done)
-    rows = Session.objects.select_related("agent", "audio").in_bulk(
+    rows = Session.objects.select_related("agent").in_bulk(
         [e.live.pk for e, done in zip(ends, ended, strict=True) if done]
     )
-    audio.settle_ended(rows.values())  # recordings beside the turns now frozen (the join found them)
+    for session in rows.values():
+        signals.tell_ended(session)  # once per ended session, its final state stored (audio settles its recording)
     return [rows.get(end.live.pk) if done else None for end, done in zip(ends, ended, strict=True)]
 
 

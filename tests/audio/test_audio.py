@@ -22,6 +22,7 @@ from dashboard.org.models import AuditEntry, Role
 from rtvi_monitor.audio import store as audio
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.models import IngestToken
+from rtvi_monitor.live.signals import session_ended
 from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
 from tests.speech import silence, speak
@@ -218,7 +219,7 @@ def test_the_messages_latency_is_shown_beside_the_audios(token, call, api_key):
         },
     )
     call.save()
-    audio.settle_ended([call])
+    session_ended.send(sender=Session, session=call)  # as the lifecycle tells an end; audio subscribes
     body = Client().get("/api/sessions/call-1/audio/", HTTP_AUTHORIZATION=f"Bearer {api_key}").json()
     (row,) = body["comparison"]
     assert row["reported_seconds"] == 0.55 and row["audio_seconds"] == pytest.approx(0.8, abs=0.1)

@@ -1,15 +1,82 @@
 """The live path untied (issue 34, part 2): each of its pieces calls only what is below it.
 
+- the other features hear of an end through one signal (live/signals.py), subscribed in the wiring;
 - the wiring starts the alerts and the purges beside the live path;
 """
 
 import asyncio
+import pathlib
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live.signals import session_ended
+from rtvi_monitor.sessions.models import Session
+from tests.house.test_architecture import _imports
+from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 live_path = pytest.mark.usefixtures("live_path")
+FATAL = rtvi("error", {"message": "LLM quota exceeded", "fatal": True})
+
+
+async def connect(token: str, session_id: str):
+    bot = bot_socket(session_id, token)
+    assert (await bot.connect())[0]
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "1.0.0"})))
+    assert await receive(bot) == {"ack": 1}
+    return bot
+
+
+async def status(session_id: str) -> str:
+    return (await sync_to_async(Session.objects.get)(session_id=session_id)).status
+
+
+async def wait_for(check, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "it never happened"
+        await asyncio.sleep(0.02)
+
+
+async def _is(value, expected) -> bool:
+    return await value == expected
+
+
+# --- 4. one published end --------------------------------------------------------------------------------------
+
+
+@live_path
+async def test_every_ended_session_is_told_once_to_the_features_that_subscribe(ingest_token, settings):
+    settings.SESSION_END_GRACE = 30  # the finished bots end at once, in bulk; none by the grace
+    told: list[tuple[str, str]] = []
+
+    def heard(sender, session, **kwargs):
+        told.append((session.session_id, session.end_kind))
+
+    session_ended.connect(heard, dispatch_uid="test-heard")
+    try:
+        bots = [await connect(ingest_token, f"told-{n}") for n in range(3)]
+        fatal = await connect(ingest_token, "told-fatal")
+        await send(fatal, wrap(2, FATAL))
+        assert await receive(fatal) == {"ack": 2}
+        for bot in bots:
+            await bot.disconnect(code=1000)
+        for n in range(3):
+            await wait_for(lambda n=n: _is(status(f"told-{n}"), "ended"))
+        await wait_for(lambda: _is(status("told-fatal"), "ended"))
+        await asyncio.sleep(0.3)  # a sweep or two more: nothing is told twice
+        assert sorted(told) == [*[(f"told-{n}", "bot_finished") for n in range(3)], ("told-fatal", "fatal_error")]
+        await fatal.disconnect()
+    finally:
+        session_ended.disconnect(dispatch_uid="test-heard")
+
+
+def test_audio_hears_of_ends_through_the_signal_subscribed_in_the_wiring():
+    assert any(key[0] == "rtvi_monitor.audio.settle_ended" for key, *_ in session_ended.receivers)
+    lifecycle_imports = {name for _, name in _imports(ROOT / "rtvi_monitor/live/lifecycle.py")}
+    assert not [name for name in lifecycle_imports if name.startswith("rtvi_monitor.audio")]
 
 
 # --- 5. the wiring starts what runs in every server process ----------------------------------------------------
