@@ -33,6 +33,7 @@ from dashboard.web.http import BadParam, Query, StrictJsonResponse, json_error, 
 from rtvi_monitor.audio import store as audio
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.dbthread import AUDIO_THREAD, in_db_thread
+from rtvi_monitor.live.registry import registry
 from rtvi_monitor.sessions import events, metrics
 from rtvi_monitor.sessions.models import Session
 from rtvi_monitor.sessions.queries import organization_session
@@ -186,18 +187,21 @@ def _audit_once_an_hour(request, session, action: str) -> bool:
 REPLAY_CACHE_SECONDS = 10
 
 
+def _turns_of(live) -> list[dict]:
+    """A held session's turns as its state has them now: read on the event loop that holds it (registry.read)."""
+    return [dict(turn) for turn in live.state.turns.items]
+
+
 def reported_turns(session) -> list[dict]:
     """The turns the bot's messages report: frozen once the call ended; while it is live, this process's own
-    state when its bot is connected here, else replayed from the stored messages at most every
-    REPLAY_CACHE_SECONDS (a page polls a live call's recording every few seconds: a long call's replay is
-    not made for each poll)."""
+    state when its bot is connected here (read on the event loop, where the writer changes it: this runs on a
+    sync view's thread), else replayed from the stored messages at most every REPLAY_CACHE_SECONDS (a page polls
+    a live call's recording every few seconds: a long call's replay is not made for each poll)."""
     if session.state is not None:
         return list(session.state.get("turns") or [])
-    from rtvi_monitor.live.registry import registry
-
-    live = registry.sessions.get(session.pk)
-    if live is not None:
-        return [dict(turn) for turn in list(live.state.turns.items)]
+    held = registry.read(session.pk, _turns_of)
+    if held is not None:
+        return held
     key = f"audio-turns:{session.pk}"
     turns = cache.get(key)
     if turns is None:

@@ -3,10 +3,18 @@
 A session is loaded (its state replayed from what is stored) when its first
 bot connects here, and let go when its last one leaves: a bot that comes back,
 here or to another process, is loaded afresh, so no process works from a stale copy.
+
+Code on another thread (a sync view) reads a held session through `read`, which
+runs the read on the event loop that holds it: the writer changes a session's
+state there between its awaits, never while a read made there runs.
 """
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TypeVar
 
 from channels.db import database_sync_to_async
 
@@ -14,6 +22,9 @@ from rtvi_monitor.live.session import LiveSession, held_seqs
 from rtvi_monitor.sessions.events import load_state
 from rtvi_monitor.sessions.models import Session
 
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+READ_WAIT = 2.0  # seconds a thread waits for the event loop to make its read of a held session
 SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs (Session.holder, ServerProcess, control's inbox)
 
 
@@ -25,9 +36,37 @@ class Registry:
         self.per_token: dict[int, int] = {}
         self.connecting = 0  # bots between their handshake and attach(): the sweep leaves them be
         self.loading: dict[int, asyncio.Future] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None  # where the sessions are held (and changed)
+
+    def read(self, pk: int, read: Callable[[LiveSession], T], wait: float = READ_WAIT) -> T | None:
+        """`read(session)` of the session of this key held here, made on the event loop that holds it, from any
+        thread (the caller's thread waits for it); None when none is held here, or the loop did not get to it
+        within `wait` seconds."""
+        loop = self.loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return None
+
+        def on_loop():
+            live = self.sessions.get(pk)
+            return None if live is None else read(live)
+
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:  # no loop in this thread: a sync view's
+            here = False
+        if here:
+            return on_loop()
+        future = asyncio.run_coroutine_threadsafe(_called(on_loop), loop)
+        try:
+            return future.result(wait)
+        except FutureTimeout:
+            future.cancel()
+            logger.warning("A read of held session %s waited %s s for the event loop; it was not made", pk, wait)
+            return None
 
     async def attach(self, session: Session) -> LiveSession:
         """One bot connection more; the session is loaded from what is stored when no bot had it here."""
+        self.loop = asyncio.get_running_loop()
         live = self.sessions.get(session.pk)
         if live is None:
             # Two connections of one session at once share one load (two copies would hand out the same seqs).
@@ -74,6 +113,10 @@ class Registry:
         if self.sessions.get(live.pk) is live:
             del self.sessions[live.pk]
         return True
+
+
+async def _called(fn: Callable[[], T]) -> T:
+    return fn()
 
 
 registry = Registry()

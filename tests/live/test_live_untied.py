@@ -2,15 +2,19 @@
 
 - the other features hear of an end through one signal (live/signals.py), subscribed in the wiring;
 - the wiring starts the alerts and the purges beside the live path;
+- a sync view reads a held session's turns on the event loop, never from its own thread;
 """
 
 import asyncio
 import pathlib
+import threading
+import types
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live.registry import registry
 from rtvi_monitor.live.signals import session_ended
 from rtvi_monitor.sessions.models import Session
 from tests.house.test_architecture import _imports
@@ -103,3 +107,35 @@ async def test_the_wiring_starts_the_live_path_the_alerts_and_the_purges_once(mo
     assert [alerts._tasks[loop], retention._tasks[loop], lifecycle._tasks[loop]] == started
     for task in started[:2]:
         task.cancel()
+
+
+# --- 6. a held session's turns are read on the event loop ------------------------------------------------------
+
+
+def test_a_sync_view_reads_a_held_sessions_turns_on_the_event_loop():
+    from rtvi_monitor.audio.views import reported_turns
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    read_on = []
+
+    class Turns:  # the state's turns, as the writer changes them on the loop
+        @property
+        def items(self):
+            read_on.append(threading.get_ident())
+            return [{"index": 0, "latency_ms": 500.0}]
+
+    held = types.SimpleNamespace(state=types.SimpleNamespace(turns=Turns()))
+    saved = registry.loop
+    registry.loop, registry.sessions[987_654] = loop, held
+    try:
+        turns = reported_turns(types.SimpleNamespace(pk=987_654, state=None))  # on this thread, as a sync view is
+    finally:
+        registry.loop = saved
+        registry.sessions.pop(987_654, None)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    assert turns == [{"index": 0, "latency_ms": 500.0}]
+    assert read_on == [thread.ident]  # on the loop's thread, not the view's
