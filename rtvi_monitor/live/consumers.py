@@ -216,7 +216,6 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             self.epoch = session.ingest_epoch
             self.writer = process.start()
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
-            lifecycle.forget_finishing(session.pk)
             self.live_session = await registry.attach(session)
         finally:
             registry.connecting -= 1

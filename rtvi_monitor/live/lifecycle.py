@@ -217,14 +217,6 @@ async def sweep() -> int:
 
 
 END_BATCH = 200  # sessions a sweep ends with one read of their events and one transaction
-# Sessions whose bot finished (closed with 1000) on this process, with their complete states, until the
-# sweep ends them; a bot that comes back takes its session from the database, and its entry goes.
-_finishing: dict[int, LiveSession] = {}
-
-
-def forget_finishing(pk: int) -> None:
-    """A bot connected to the session: a state kept for its end is stale now."""
-    _finishing.pop(pk, None)
 
 
 def connected_now() -> set[int]:
@@ -240,7 +232,8 @@ async def _end_away(due: list[tuple[int, datetime, str]]) -> int:
     thread, where connected bots' acks wait, is not held up.
     """
     began = time.monotonic()
-    kept = {pk: _finishing.pop(pk, None) for pk, _, _ in due}
+    finishing = registry.finishing  # sessions whose bot finished here, with their complete states
+    kept = {pk: finishing.pop(pk, None) for pk, _, _ in due}
     kept = {
         pk: live
         for (pk, _, reason) in due
@@ -250,7 +243,7 @@ async def _end_away(due: list[tuple[int, datetime, str]]) -> int:
         missing = [pk for pk, _, _ in due if pk not in kept]
         gone = await in_db_thread(_load_many, missing, executor=LIFECYCLE_THREAD) if missing else {}
     except Exception:  # the next sweep tries again
-        _finishing.update(kept)
+        finishing.update(kept)
         logger.exception("Could not load %d sessions to end; trying again at the next sweep", len(due))
         return 0
     gone.update(kept)
@@ -323,7 +316,7 @@ async def bot_left(
         # Its state is complete (the consumer flushed before detaching it) and nobody else holds it: the
         # sweep ends the session from it rather than replaying every stored event (500 finishing at once
         # read all their events back: a burst of hundreds of MB).
-        _finishing[live_session.pk] = live_session
+        registry.finishing[live_session.pk] = live_session
         # Ended by the sweep, woken for it: bots that finish together (a deploy, a region's calls at
         # the hour) end in bulk on the lifecycle's thread, not one by one on the writer's.
         sweep_soon()

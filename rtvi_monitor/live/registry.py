@@ -3,10 +3,14 @@
 A session is loaded (its state replayed from what is stored) when its first
 bot connects here, and let go when its last one leaves: a bot that comes back,
 here or to another process, is loaded afresh, so no process works from a stale copy.
+A session whose bot finished here (closed with 1000) is kept, complete, until the
+lifecycle's sweep ends it (`finishing`).
 
-Code on another thread (a sync view) reads a held session through `read`, which
-runs the read on the event loop that holds it: the writer changes a session's
-state there between its awaits, never while a read made there runs.
+Rows name a session by its key (the Session's pk): `find` is how the writer and
+the lifecycle reach it, on the event loop. Code on another
+thread (a sync view) reads a held session through `read`, which runs the read on
+the event loop that holds it: the writer changes a session's state there between
+its awaits, never while a read made there runs.
 """
 
 import asyncio
@@ -18,13 +22,15 @@ from typing import TypeVar
 
 from channels.db import database_sync_to_async
 
-from rtvi_monitor.live.session import LiveSession, held_seqs
+from rtvi_monitor.live.held import HeldSeqs, held_seqs
+from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.sessions.events import load_state
 from rtvi_monitor.sessions.models import Session
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 READ_WAIT = 2.0  # seconds a thread waits for the event loop to make its read of a held session
+
 SERVER_ID = uuid.uuid4().hex  # this process, for as long as it runs (Session.holder, ServerProcess, control's inbox)
 
 
@@ -33,10 +39,18 @@ class Registry:
 
     def __init__(self):
         self.sessions: dict[int, LiveSession] = {}
+        # Sessions whose bot finished here (closed with 1000), with their complete states, until the sweep
+        # ends them (live/lifecycle.py); a bot that comes back takes its session from the database, and its entry goes.
+        self.finishing: dict[int, LiveSession] = {}
         self.per_token: dict[int, int] = {}
         self.connecting = 0  # bots between their handshake and attach(): the sweep leaves them be
         self.loading: dict[int, asyncio.Future] = {}
         self.loop: asyncio.AbstractEventLoop | None = None  # where the sessions are held (and changed)
+
+    def find(self, pk: int) -> LiveSession | None:
+        """The session of this key held here (a bot's, or one whose bot finished), or None. On the event loop."""
+        live = self.sessions.get(pk)
+        return live if live is not None else self.finishing.get(pk)
 
     def read(self, pk: int, read: Callable[[LiveSession], T], wait: float = READ_WAIT) -> T | None:
         """`read(session)` of the session of this key held here, made on the event loop that holds it, from any
@@ -47,7 +61,7 @@ class Registry:
             return None
 
         def on_loop():
-            live = self.sessions.get(pk)
+            live = self.find(pk)
             return None if live is None else read(live)
 
         try:
@@ -65,8 +79,11 @@ class Registry:
             return None
 
     async def attach(self, session: Session) -> LiveSession:
-        """One bot connection more; the session is loaded from what is stored when no bot had it here."""
+        """One bot connection more; the session is loaded from what is stored when no bot had it here.
+
+        A state kept for the session's end (`finishing`) is stale now, and goes."""
         self.loop = asyncio.get_running_loop()
+        self.finishing.pop(session.pk, None)
         live = self.sessions.get(session.pk)
         if live is None:
             # Two connections of one session at once share one load (two copies would hand out the same seqs).
@@ -97,16 +114,17 @@ class Registry:
             session_id=session.session_id,
             agent_id=session.agent_key,
             state=state,
-            seen=held_seqs(stored),
+            held=HeldSeqs(held_seqs(stored)),
             max_seq=max((e["seq"] for e in stored), default=0),
         )
 
     def detach(self, live: LiveSession) -> bool:
         """One bot connection fewer; True when it was the session's last here.
 
-        The registry holds sessions whose bot is connected here, nothing else:
-        a bot that comes back (here or to another process) is loaded afresh
-        from what is stored, so no process ever works from a stale copy.
+        `sessions` holds sessions whose bot is connected here, nothing else (one
+        whose bot finished waits in `finishing` for its end alone): a bot that comes
+        back (here or to another process) is loaded afresh from what is stored, so
+        no process ever works from a stale copy.
         """
         if not live.disconnect():
             return False

@@ -1,33 +1,32 @@
 """Where messages are stored: one writer per server process, and its database thread.
 
-Rows from every bot connection of the process wait in `Writer.pending`; one
-INSERT stores them, with the due session summaries, in one transaction: as soon
-as the previous write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed
-cadence (INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded
-into their sessions' states, each session's browsers here get one batch
-(live/relay.py), the bots get their acks ("ack" means stored), and the batches
-go to the other processes' browsers (a shared channel layer). A session a fatal
-error ended is handed to `end_fatal` (the lifecycle's, set by live/process.py).
+Rows from every bot connection of the process wait in `Writer.pending` (they come in
+through live/intake.py); one INSERT stores them, with the due session summaries, in
+one transaction (live/storage.py, on dbthread.py's thread): as soon as the previous
+write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed cadence
+(INGEST_FLUSH_INTERVAL) with it off. Then, in this order: the rows are folded into
+their sessions' states (each found by its key, `Row.session_pk`, in the registry),
+each session's browsers here get one batch (live/relay.py), the bots get their acks
+("ack" means stored), and the batches go to the other processes' browsers (a shared
+channel layer). A session a fatal error ended is handed to `end_fatal` (the
+lifecycle's, set by live/process.py).
 
-A row the database refuses for its data is stored alone, escaped, as an
-invalid record; a database that is down or locked keeps the batch, and bots
-over INGEST_MAX_PENDING are told to resend later.
+A database that is down or locked keeps the batch, and bots over
+INGEST_MAX_PENDING are told to resend later.
 """
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from dashboard.server import daphne_tuning
+from rtvi_monitor.live import storage
 from rtvi_monitor.live.dbthread import in_db_thread
+from rtvi_monitor.live.registry import registry
 from rtvi_monitor.live.relay import (
     batch_message,
     relay,
@@ -36,72 +35,15 @@ from rtvi_monitor.live.relay import (
     session_group,
     sessions_updated,
 )
-from rtvi_monitor.sessions import cost, metrics
+from rtvi_monitor.live.session import LiveSession
+from rtvi_monitor.sessions import metrics
 from rtvi_monitor.sessions.events import Replier, Row
-from rtvi_monitor.sessions.models import Event, Session, SessionCaller
-
-if TYPE_CHECKING:
-    from rtvi_monitor.live.session import LiveSession
+from rtvi_monitor.sessions.models import Session
 
 logger = logging.getLogger(__name__)
 
 SUMMARIES_PER_FLUSH = 10
-
-
-UNAVAILABLE = (OperationalError, InterfaceError)  # the database itself, not the data: hold and retry
-
-
-def _update_sql(fields: list[str], where: str) -> str:
-    """UPDATE of Session columns, as raw SQL (the ORM cost more than the statement on every flush)."""
-    quote = connection.ops.quote_name
-    sets = ", ".join(f"{quote(Session._meta.get_field(f).column)} = %s" for f in fields)
-    where = where.format(pk=quote(Session._meta.pk.column))
-    return f"UPDATE {quote(Session._meta.db_table)} SET {sets} WHERE {where}"
-
-
-def _db_values(names: list[str], values: dict) -> list:
-    """Column values as the ORM would send them (dates, JSON), each through its model field."""
-    return [Session._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
-
-
-COLUMNS = (
-    "session_id",
-    "seq",
-    "stream",
-    "bot_seq",
-    "direction",
-    "type",
-    "received_at",
-    "sent_at",
-    "message",
-    "valid",
-    "error",
-    "redacted",
-)
-
-
-def _insert_sql(rows: int) -> str:
-    """One INSERT of `rows` events (multi-row VALUES); a (session, seq) already taken is skipped, and counted."""
-    values = ", ".join(["(" + ", ".join(["%s"] * len(COLUMNS)) + ")"] * rows)
-    return (
-        f"INSERT INTO {Event._meta.db_table} ({', '.join(COLUMNS)}) "
-        f"VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING"
-    )
-
-
-def _rows_per_insert() -> int:
-    """How many events one INSERT may carry: the database's limit on parameters, at most 1,000 rows."""
-    limit = connection.features.max_query_params or 9_000
-    if connection.vendor == "sqlite" and hasattr(connection.connection, "getlimit"):
-        limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # Django assumes 999
-    return max(1, min(1_000, limit // len(COLUMNS)))
-
-
-RENUMBER_TRIES = 100  # each lost try is a commit of another process's in between
-
-
-class SeqTaken(Exception):
-    """Another process stored under a seq this one gave (two processes held one session at once)."""
+_NOT_LOOKED_UP = object()
 
 
 class Writer:
@@ -203,9 +145,9 @@ class Writer:
             if not self.pending and not updates:
                 return
             batch, self.pending = self.pending, []
-            last_event_at = timezone.now()
+            summaries = {pk: (live.organization_id, live.summary, live.usage) for pk, live in updates.items()}
             try:
-                quarantined, changed = await in_db_thread(self._store, batch, updates, last_event_at)
+                quarantined, changed = await in_db_thread(storage.store, batch, summaries, timezone.now())
             except Exception:
                 self.pending[:0] = batch  # keep order; nothing was acknowledged
                 for live in updates.values():
@@ -213,33 +155,46 @@ class Writer:
                 raise
             if quarantined:
                 logger.warning("%d RTVI messages were stored escaped: the database refused them as sent", quarantined)
-            # Fold what is stored into each session's state, in the order it came.
-            sessions: dict[int, tuple[LiveSession, int]] = {}
-            turns_before: dict[int, tuple[LiveSession, int]] = {}
-            for row in batch:
-                live = row.live
-                if live.pk not in sessions:
-                    sessions[live.pk] = (live, live.state.version)
-                    turns_before[live.pk] = (live, live.state.turns.next_position())
-                    self._mark_due(live)
-                live.fold(row)
-            metrics.record_batch([row for row in batch if not row.refused], turns_before)
+            sessions, versions = self._fold(batch)
             # Each session's patch is taken now, while the state holds this flush's rows and no
             # more. The next flush (a disconnecting bot's, beside this loop's) may store and fold
             # while this one relays, but relays after it: a relay that waits (on Redis) is never
             # overtaken, so a browser never gets version 301 before 299-300 and drops those.
-            relays = self._batches(batch, sessions)
+            relays = self._batches(batch, sessions, versions)
             await self.relaying.acquire()
         try:
-            await self._after_store(batch, relays, changed)
+            await self._after_store(batch, sessions, relays, changed)
         finally:
             self.relaying.release()
         await self._end_fatal(sessions)
 
-    def _mark_due(self, live: "LiveSession") -> None:
+    def _fold(self, batch: list[Row]) -> tuple[dict[int, LiveSession], dict[int, int]]:
+        """Fold what is stored into each session's state, in the order it came. Returns the sessions (by key, as
+        the registry holds them) and the version each was at before. A session no longer held here (its bot
+        left meanwhile) is not folded: whoever loads it next reads these rows back from the database."""
+        sessions: dict[int, LiveSession] = {}
+        versions: dict[int, int] = {}
+        turns_before: dict[int, tuple[LiveSession, int]] = {}
+        seen: dict = {}
+        for row in batch:
+            pk = row.session_pk
+            live = seen.get(pk, _NOT_LOOKED_UP)
+            if live is _NOT_LOOKED_UP:
+                live = seen[pk] = registry.find(pk)
+                if live is not None:
+                    sessions[pk] = live
+                    versions[pk] = live.state.version
+                    turns_before[pk] = (live, live.state.turns.next_position())
+                    self._mark_due(live)
+            if live is not None:
+                live.fold(row)
+        metrics.record_batch([row for row in batch if not row.refused and row.session_pk in sessions], turns_before)
+        return sessions, versions
+
+    def _mark_due(self, live: LiveSession) -> None:
         self.due[live.pk] = live
 
-    def _due_summaries(self, now: float | None = None) -> dict[int, "LiveSession"]:
+    def _due_summaries(self, now: float | None = None) -> dict[int, LiveSession]:
         """Sessions whose row is due an update, their fields computed now.
 
         Sessions that started together would otherwise all be summarised in the same flush, every
@@ -259,162 +214,23 @@ class Writer:
             updates[pk] = live
         return updates
 
-    @classmethod
-    def _store(cls, batch: list[Row], updates: dict[int, "LiveSession"], last_event_at) -> tuple[int, list[Session]]:
-        """Insert the batch and the due summaries. Rows the database refuses for their data are stored escaped, alone.
-
-        Returns how many rows had to be escaped, and the sessions whose rows
-        were updated. A database that is down or locked raises, and the batch
-        is kept for the next flush.
-        """
-        fields = {
-            pk: {**live.summary, "cost_usd": cost.session_cost(live.organization_id, live.usage)}
-            for pk, live in updates.items()
-        }
-        try:
-            with transaction.atomic():
-                if batch:
-                    cls._insert(batch, last_event_at)
-                    cls._callers(batch)
-                cls._summaries(fields)  # in a savepoint: a refused one never rejects the batch
-            escaped = 0
-        except UNAVAILABLE:
-            raise
-        except Exception as exc:
-            if isinstance(exc, SeqTaken):  # a bot of the session on another process too: renumbered, not refused
-                logger.info("Another process stored under seqs this one gave; storing %d row by row", len(batch))
-            else:
-                logger.warning("A batch of %d RTVI messages was refused; storing row by row", len(batch), exc_info=True)
-            escaped = cls._store_alone(batch, last_event_at)
-            with transaction.atomic():
-                cls._summaries_alone(fields)
-        changed = list(Session.objects.select_related("agent").filter(pk__in=fields)) if fields else []
-        return escaped, changed
-
-    @classmethod
-    def _store_alone(cls, batch: list[Row], last_event_at) -> int:
-        escaped = 0
-        for row in batch:
-            try:
-                with transaction.atomic():
-                    cls._insert_renumbered(row, last_event_at)
-                    cls._callers([row])
-                continue
-            except UNAVAILABLE:
-                raise
-            except SeqTaken:
-                # Never escaped for this: its text is fine, only no number could be had (RENUMBER_TRIES lost).
-                row.refused = "could not be numbered: other processes kept storing in this session; send it again"
-                row.reply = {"error": row.refused, "seq": row.bot_seq}
-                logger.error("RTVI message %s of session %s found no free seq", row.bot_seq, row.live.session_id)
-                continue
-            except Exception as exc:
-                row.quarantine(type(exc).__name__)
-            try:
-                with transaction.atomic():
-                    cls._insert_renumbered(row, last_event_at)
-                    cls._callers([row])
-                escaped += 1
-            except UNAVAILABLE:
-                raise
-            except Exception as exc:
-                # Not even escaped: it cannot be stored, and the bot is told so (nothing else is held up).
-                row.refused = f"could not be stored ({type(exc).__name__}); not kept"
-                row.reply = {"error": row.refused, "seq": row.bot_seq}
-                logger.error("RTVI message %s of session %s could not be stored", row.seq, row.live.session_id)
-        return escaped
-
     @staticmethod
-    def _callers(rows: list[Row]) -> None:
-        """The callers' keys first seen in these rows, with them (erasure by caller finds their sessions)."""
-        links = [SessionCaller(session_id=row.live.pk, caller_key=row.caller) for row in rows if row.caller]
-        if links:
-            SessionCaller.objects.bulk_create(links, ignore_conflicts=True)
-
-    @classmethod
-    def _insert_renumbered(cls, row: Row, last_event_at) -> None:
-        """One row; if another process took its seq meanwhile, under the session's next free one.
-
-        The session's row is locked first (SELECT ... FOR UPDATE on PostgreSQL;
-        SQLite lets one writer in at a time anyway), so the processes that
-        renumber one session take turns. A process's own batches do not take
-        the lock; each seq they take makes the next read of the highest one
-        higher, so every try but the last one lost to a commit of theirs.
-        """
-        if connection.features.has_select_for_update:
-            list(Session.objects.select_for_update().filter(pk=row.live.pk).values_list("pk"))
-        for _ in range(RENUMBER_TRIES):
-            try:
-                cls._insert([row], last_event_at)
-                return
-            except SeqTaken:
-                taken = Event.objects.filter(session_id=row.live.pk).aggregate(m=Max("seq"))["m"] or 0
-                row.seq = max(row.seq, taken) + 1
-        raise SeqTaken()
-
-    @classmethod
-    def _summaries(cls, fields: dict[int, dict]) -> None:
-        """The due summaries in one statement (executemany), in a savepoint; one by one if the database refuses it."""
-        if not fields:
-            return
-        names = list(next(iter(fields.values())))  # every summary has summary_fields()'s keys, in its order
-        params = [[*_db_values(names, values), pk] for pk, values in fields.items()]
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.executemany(_update_sql(names, "{pk} = %s"), params)
-        except UNAVAILABLE:
-            raise
-        except Exception:
-            cls._summaries_alone(fields)  # find the one refused; the others go through
-
-    @staticmethod
-    def _summaries_alone(fields: dict[int, dict]) -> None:
-        for pk, values in fields.items():
-            try:
-                with transaction.atomic():
-                    Session.objects.filter(pk=pk).update(**values)
-            except UNAVAILABLE:
-                raise
-            except Exception:
-                # The events are stored; a summary is derived, and comes again with the next one.
-                logger.warning("The summary of session %s was refused", pk, exc_info=True)
-
-    @classmethod
-    def _insert(cls, rows: list[Row], last_event_at) -> None:
-        """The rows in as few statements as the database allows, and their sessions' last_event_at.
-
-        One multi-row INSERT, not executemany: the sqlite3 driver lets go of
-        the GIL for every row of an executemany, and under load each time
-        waited up to a switch interval (5 ms) to get it back from the busy
-        event loop: 150 rows made a 0.25-0.75 s flush (docs/BENCHMARKS.md, issue 15).
-        """
-        pks = sorted({row.live.pk for row in rows})
-        with connection.cursor() as cursor:
-            size = _rows_per_insert()
-            for start in range(0, len(rows), size):
-                chunk = rows[start : start + size]
-                cursor.execute(_insert_sql(len(chunk)), [p for row in chunk for p in row.as_params()])
-                if cursor.rowcount != len(chunk):
-                    raise SeqTaken()
-            cursor.execute(
-                _update_sql(["last_event_at"], "{pk} IN (" + ", ".join(["%s"] * len(pks)) + ")"),
-                [*_db_values(["last_event_at"], {"last_event_at": last_event_at}), *pks],
-            )
-
-    @staticmethod
-    def _batches(batch: list[Row], sessions: dict[int, tuple["LiveSession", int]]) -> list[tuple[str, dict]]:
-        """Each session's relay of a stored batch: the reducer's patch since `version_from`, and the stored events."""
+    def _batches(
+        batch: list[Row], sessions: dict[int, LiveSession], versions: dict[int, int]
+    ) -> list[tuple[str, dict]]:
+        """Each session's relay of a stored batch, (group, message): the reducer's patch since its version before
+        the batch, and the stored events."""
         by_session: dict[int, list[Row]] = {pk: [] for pk in sessions}
         for row in batch:
-            if not row.refused:
-                by_session[row.live.pk].append(row)
+            if not row.refused and row.session_pk in by_session:
+                by_session[row.session_pk].append(row)
         relays = []
         for pk, rows in by_session.items():
-            live, version_from = sessions[pk]
+            live = sessions[pk]
             rows.sort(key=lambda row: row.seq)
             try:
                 relays.append(
-                    (session_group(pk), batch_message(live, [row.as_event_json() for row in rows], version_from))
+                    (session_group(pk), batch_message(live, [row.as_event_json() for row in rows], versions[pk]))
                 )
             except Exception:  # its browsers see the gap in versions and resync; the acks still go
                 logger.exception("The relay of session %s could not be made", live.session_id)
@@ -423,6 +239,7 @@ class Writer:
     async def _after_store(
         self,
         batch: list[Row],
+        sessions: dict[int, LiveSession],
         relays: list[tuple[str, dict]],
         changed: list[Session],
     ) -> None:
@@ -432,8 +249,8 @@ class Writer:
         # other processes' browsers (with Redis: a publish each, which the acks need not wait for).
         replies: dict[Replier, list[dict]] = {}
         for row in batch:
-            if row.holds:
-                row.live.stored(row)
+            if row.holds and (live := sessions.get(row.session_pk)) is not None:
+                live.stored(row)
             for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
@@ -450,11 +267,11 @@ class Writer:
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
 
-    async def _end_fatal(self, sessions: dict[int, tuple["LiveSession", int]]) -> None:
+    async def _end_fatal(self, sessions: dict[int, LiveSession]) -> None:
         """Sessions a fatal error ended: handed to `end_fatal` now (which flushes again, so not while relaying)."""
         if self.end_fatal is None:
             return
-        for live, _ in sessions.values():
+        for live in sessions.values():
             if live.state.fatal and not live.ended:
                 try:
                     await self.end_fatal(live)

@@ -7,7 +7,7 @@ not JSON (`stored_form`); browsers get long messages as previews
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -17,9 +17,6 @@ from rtvi_monitor.core.state import Event as StateEvent
 from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.core.state import replay as fold
 from rtvi_monitor.sessions.models import Event, storable
-
-if TYPE_CHECKING:
-    from rtvi_monitor.live.session import LiveSession
 
 
 class Replier(Protocol):
@@ -38,12 +35,12 @@ def reply_text(text: str, limit: int = 300) -> str:
 class Row:
     """One received message on its way to the database and the browsers.
 
-    `seq` is the dashboard's own numbering of the session's messages, in the
-    order they are stored; `stream` and `bot_seq` are what the bot called it
-    (rtvi_monitor/live/session.py), `bot_seq` None when it gave no usable seq.
+    `session_pk` is its session's key (the Session row's, and the live path's registry's); `seq` is the
+    dashboard's own numbering of the session's messages, in the order they are stored; `stream` and `bot_seq`
+    are what the bot called it (rtvi_monitor/live/session.py), `bot_seq` None when it gave no usable seq.
     """
 
-    live: "LiveSession"
+    session_pk: int
     seq: int
     direction: str
     type: str
@@ -111,7 +108,7 @@ class Row:
 
     def as_params(self) -> tuple:
         return (
-            self.live.pk,
+            self.session_pk,
             self.seq,
             self.stream,
             self.bot_seq,

@@ -113,11 +113,12 @@ BROWSERS = Gauge("rtvi_browser_sockets", "Browser sockets open on this process",
 
 
 def record_batch(rows, turns_before: dict) -> None:
-    """Count a stored, folded batch: messages by result, errors, ttfb; turns new since `turns_before`."""
+    """Count a stored, folded batch: messages by result, errors, ttfb; turns new since `turns_before` (a row's
+    session key -> its live session and its turns' next position before the batch; one for every row's session)."""
     results = Tally()  # by the organization's id, made its label once per batch (not a UUID's str() per row)
     ttfbs: dict[tuple, list[float]] = {}  # (organization id, processor, model): observed per label set, once
     for row in rows:
-        live = row.live
+        live = turns_before[row.session_pk][0]
         results[
             (live.organization_id, "invalid" if not row.valid else "valid" if row.type in CATALOG else "unknown")
         ] += 1

@@ -330,20 +330,21 @@ async def test_a_flush_whose_caller_is_cancelled_still_stores_and_acknowledges(
     """A disconnecting bot's flush cancelled by the server's close timeout: what it stored is still acked."""
     import threading
 
-    from rtvi_monitor.live.writer import Writer, get_writer
+    from rtvi_monitor.live import storage
+    from rtvi_monitor.live.writer import get_writer
 
     live_settings.INGEST_FLUSH_INTERVAL = 60  # only the flush below, none of the writer's own
     live_settings.INGEST_GROUP_COMMIT = False
     socket = await connect("s1", ingest_token)
     entered, gate = threading.Event(), threading.Event()
-    real_store = Writer._store
+    real_store = storage.store
 
-    def slow_store(cls, *args):
+    def slow_store(*args):
         entered.set()
         gate.wait(5)
         return real_store(*args)
 
-    monkeypatch.setattr(Writer, "_store", classmethod(slow_store))
+    monkeypatch.setattr(storage, "store", slow_store)
     await send(socket, wrap(1, rtvi("bot-llm-text", {"text": "hi"})))
     writer = get_writer()
     for _ in range(500):  # the message has come in, and waits for a flush

@@ -1,8 +1,10 @@
 """The live path untied (issue 34, part 2): each of its pieces calls only what is below it.
 
+- a row names its session by its key, and the writer finds the session in the registry;
 - the other features hear of an end through one signal (live/signals.py), subscribed in the wiring;
 - the wiring starts the alerts and the purges beside the live path;
 - a sync view reads a held session's turns on the event loop, never from its own thread;
+- sessions/events.py imports nothing of the live path; no function or class of it grows past a page.
 """
 
 import asyncio
@@ -13,11 +15,16 @@ import types
 import pytest
 from asgiref.sync import sync_to_async
 
+from rtvi_monitor.core.redaction import NONE
+from rtvi_monitor.core.state import SessionState
 from rtvi_monitor.live import lifecycle
 from rtvi_monitor.live.registry import registry
+from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.live.signals import session_ended
-from rtvi_monitor.sessions.models import Session
-from tests.house.test_architecture import _imports
+from rtvi_monitor.live.writer import get_writer
+from rtvi_monitor.sessions.models import Event, Session
+from tests.house.test_architecture import _imports, _modules, broken_rules
+from tests.house.test_unit_sizes import too_long
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -46,6 +53,49 @@ async def wait_for(check, timeout: float = 5.0) -> None:
 
 async def _is(value, expected) -> bool:
     return await value == expected
+
+
+class _Quiet:
+    """A bot connection that hears nothing."""
+
+    async def reply(self, payloads: list[dict]) -> None:
+        return None
+
+
+QUIET = _Quiet()
+
+
+# --- 2. a row names its session by its key ---------------------------------------------------------------------
+
+
+def test_a_row_carries_its_sessions_key_not_the_session():
+    live = LiveSession(pk=41, organization_id=1, session_id="s", state=SessionState())
+    row, _ = live.accept(wrap(1, rtvi("bot-ready")), 1_750_000_000.0, QUIET, "", NONE)
+    (ready,) = live.ready(row, NONE)
+    assert ready.session_pk == 41 and not hasattr(ready, "live") and ready.as_params()[0] == 41
+
+
+@live_path
+async def test_the_writer_folds_rows_into_the_session_the_registry_holds_and_stores_the_others(ingest_token):
+    bot = await connect(ingest_token, "held")
+    (live,) = [s for s in registry.sessions.values() if s.session_id == "held"]
+    version = live.state.version
+    await send(bot, wrap(2, rtvi("bot-llm-text", {"text": "folded"})))
+    assert await receive(bot) == {"ack": 2}
+    assert live.state.version > version
+    # A session no longer held here (its bot left meanwhile): its rows are stored, folded by nobody.
+    gone = LiveSession(pk=live.pk, organization_id=live.organization_id, session_id="held", state=SessionState())
+    gone.max_seq = live.max_seq
+    del registry.sessions[live.pk]
+    writer = get_writer()
+    row, _ = gone.accept(rtvi("server-message", {"text": "late"}), 1_750_000_000.0, QUIET, "late", NONE)
+    for ready in gone.ready(row, NONE):
+        writer.add(ready)
+    await writer.flush()
+    assert gone.state.version == 0  # nobody folded it
+    assert await sync_to_async(Event.objects.filter(session_id=live.pk, stream="late").count)() == 1
+    registry.sessions[live.pk] = live
+    await bot.disconnect()
 
 
 # --- 4. one published end --------------------------------------------------------------------------------------
@@ -139,3 +189,39 @@ def test_a_sync_view_reads_a_held_sessions_turns_on_the_event_loop():
         loop.close()
     assert turns == [{"index": 0, "latency_ms": 500.0}]
     assert read_on == [thread.ident]  # on the loop's thread, not the view's
+
+
+# --- 7 and 8. the import direction, and sizes ------------------------------------------------------------------
+
+
+def test_the_live_path_and_events_import_along_the_direction():
+    wrong = [
+        f"{module}:{line} imports {imported}: {why}"
+        for module, path in _modules()
+        if module.startswith("rtvi_monitor.live") or module == "rtvi_monitor.sessions.events"
+        for line, imported in _imports(path)
+        if (why := broken_rules(module, imported))
+    ]
+    assert wrong == []
+    events = {name for _, name in _imports(ROOT / "rtvi_monitor/sessions/events.py")}
+    assert not [name for name in events if name.startswith("rtvi_monitor.live")]
+
+
+OWNED = [
+    *sorted((ROOT / "rtvi_monitor/live").glob("*.py")),
+    ROOT / "rtvi_monitor/sessions/events.py",
+    ROOT / "rtvi_monitor/audio/store.py",
+    ROOT / "rtvi_monitor/audio/views.py",
+    ROOT / "rtvi_monitor/apps.py",
+    ROOT / "dashboard/asgi.py",
+]
+
+
+def test_no_function_of_the_live_path_is_over_80_lines_nor_a_class_over_250():
+    """tests/house/test_unit_sizes.py's rule, on these files alone (the house's test reads every file)."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} {name}: {length} lines (at most {limit})"
+        for path in OWNED
+        for line, name, length, limit in too_long(path.read_text(encoding="utf-8"), str(path))
+    ]
+    assert offenders == []

@@ -89,18 +89,18 @@ async def test_a_finished_session_ends_from_its_bots_state_without_reading_its_e
     assert stored.pk not in loaded
     assert stored.end_kind == "bot_finished" and stored.event_count == 2
     assert [t["text"] for t in stored.state["transcript"]] == ["Hi"]
-    assert stored.pk not in lifecycle._finishing
+    assert stored.pk not in registry.finishing
 
     # A bot that connects takes the session from the database: a state kept for its end is stale, and goes.
     first = await connect(ingest_token, "finished-back")
     await talk(first, *GREETING)
     pk = (await session("finished-back")).pk
-    lifecycle._finishing[pk] = object()
+    registry.finishing[pk] = object()
     second = bot_socket("finished-back", ingest_token)
     assert (await second.connect())[0]
     await send(second, wrap(1, rtvi("bot-llm-text", {"text": "again"}), direction="to-client"))
     await receive(second)  # attached by now
-    assert pk not in lifecycle._finishing
+    assert pk not in registry.finishing
     await first.disconnect(code=1000)
     await second.disconnect(code=1000)
     assert (await ended("finished-back")).end_kind == "bot_finished"

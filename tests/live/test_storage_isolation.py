@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
-from rtvi_monitor.live import session, writer
+from rtvi_monitor.live import session, storage
 from rtvi_monitor.sessions.models import Event
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
@@ -45,14 +45,14 @@ async def test_a_row_the_database_refuses_is_answered_and_others_in_the_batch_ar
 
 async def test_a_row_refused_as_sent_is_stored_escaped_as_an_invalid_record(ingest_token, monkeypatch):
     """A database that refuses a row's text (as PostgreSQL refuses NUL): the row alone is kept escaped."""
-    real_insert = writer.Writer._insert.__func__
+    real_insert = storage._insert
 
-    def picky(cls, rows, last_event_at):
+    def picky(rows, last_event_at):
         if any(row.valid and "\u2603" in row.text for row in rows):  # stored as sent: UTF-8, not \\u escapes
             raise IntegrityError("this database does not take snowmen")
-        return real_insert(cls, rows, last_event_at)
+        return real_insert(rows, last_event_at)
 
-    monkeypatch.setattr(writer.Writer, "_insert", classmethod(picky))
+    monkeypatch.setattr(storage, "_insert", picky)
     bad, good = await connect("snowman", ingest_token), await connect("plain", ingest_token)
     await send(bad, wrap(1, rtvi("bot-llm-text", {"text": "\u2603 " * 5000})))
     await send(good, wrap(1, rtvi("bot-llm-text", {"text": "fine"})))

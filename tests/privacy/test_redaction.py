@@ -234,9 +234,9 @@ async def test_a_callers_pseudonym_is_never_taken_for_a_phone_number(org, ingest
     """The dashboard writes a caller's user_id as "caller:" and 12 hex characters of its key; one key in 280
     starts with 12 digits, which read as a phone number: it is the dashboard's word, so redaction leaves it."""
 
-    from rtvi_monitor.live import session as live_session
+    from rtvi_monitor.live import callers
 
-    monkeypatch.setattr(live_session, "caller_key", lambda organization_id, user_id: "415555010012" + "ab" * 14)
+    monkeypatch.setattr(callers, "caller_key", lambda organization_id, user_id: "415555010012" + "ab" * 14)
     await sync_to_async(RedactionRule.objects.create)(organization=org, name="anything", pattern=r"caller:\w+")
     bot = bot_socket("pseudonym", ingest_token)
     assert (await bot.connect())[0]

@@ -160,7 +160,7 @@ def test_every_stream_that_closes_has_its_stopper():
 
 
 def test_a_resend_of_a_redacted_piece_after_a_reload_is_acked_not_taken_for_a_conflict():
-    from rtvi_monitor.live.session import held_seqs
+    from rtvi_monitor.live.held import HeldSeqs, held_seqs
 
     live, replier = session(), Replier()
     rows = []
@@ -171,7 +171,7 @@ def test_a_resend_of_a_redacted_piece_after_a_reload_is_acked_not_taken_for_a_co
     stored = [{"stream": r.stream, "bot_seq": r.bot_seq, "message": r.message, "redacted": r.redacted} for r in rows]
     assert [r.message["data"]["text"] for r in rows] == ["card ", "[card]", "", "", "", "."]
     reloaded = session()
-    reloaded.seen = held_seqs(stored)
+    reloaded.held = HeldSeqs(held_seqs(stored))
     row, reply = reloaded.accept(llm(3, " 1111"), T + 1, replier, "", DEFAULT)
     assert row is None and reply == {"ack": 3}
 
