@@ -8,6 +8,9 @@ seconds) and sweeps:
 - a live session whose bot has been away longer than SESSION_END_GRACE is
   ended, at the time its bot left, with the reason it left.
 
+A fatal error ends a session at once: the writer reports each session whose
+stored rows carry one (`Writer.next_fatal`), and `end_fatal_ones` ends it.
+
 Every session that ends here is told to the other features once, with
 `session_ended` (live/signals.py: its row, final state in), which they subscribe
 to in the wiring (rtvi_monitor/apps.py): the lifecycle calls none of them.
@@ -84,6 +87,22 @@ _tasks: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 def start() -> None:
     """Start beating and sweeping in this process's event loop (idempotent)."""
     start_once(_tasks, _run)
+
+
+_following: dict[asyncio.AbstractEventLoop, tuple[writer.Writer, asyncio.Task]] = {}
+
+
+def follow(w: writer.Writer) -> None:
+    """End the sessions `w` (the running loop's writer) reports a fatal error of (idempotent: one task per writer)."""
+    loop = asyncio.get_running_loop()
+    followed, task = _following.get(loop, (None, None))
+    if followed is w and task is not None and not task.done():
+        return
+    if task is not None:
+        task.cancel()  # it waited on a writer that is gone
+    for old in [lp for lp in _following if lp.is_closed()]:
+        del _following[old]
+    _following[loop] = (w, loop.create_task(end_fatal_ones(w), name="rtvi-fatal-ends"))
 
 
 _wakes: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
@@ -426,6 +445,15 @@ async def end_session(live: LiveSession, left: str, ended_at: float | None = Non
         await _relay_end(end, session)
 
 
-async def end_fatal(live: LiveSession) -> None:
-    """A fatal error ended the session (the writer hands it over once the error is stored): ended now."""
-    await end_session(live, "fatal error")
+async def end_fatal_ones(w: writer.Writer) -> None:
+    """The sessions `w` reports a fatal error of, once it is stored: each ended now (when it is still held here
+    and not ended; one no longer held is ended by the sweep, its fatal error read back from storage)."""
+    while True:
+        pk = await w.next_fatal()
+        live = registry.find(pk)
+        if live is None or live.ended or not live.state.fatal:
+            continue
+        try:
+            await end_session(live, "fatal error")
+        except Exception:  # not a storage failure of the batch: the writer reports it again with its next rows
+            logger.exception("Could not end session %s after its fatal error", live.session_id)

@@ -2,11 +2,11 @@
 
 `start()` runs on the event loop (daphne's, or a test's) the first time a bot
 connects, and when the server starts (the wiring: rtvi_monitor/apps.py): the
-writer's loop, the session sweep, the hand-over of sessions a fatal error ended
-from the writer to the lifecycle, and, under daphne, a last flush and the
-release of this process's sessions before the reactor stops. What other
-features run in every server process (the alert engine, retention's purges) is
-started by the wiring beside it, never from here.
+writer's loop, the session sweep, the lifecycle following the writer's reports
+of fatal errors, and, under daphne, a last flush and the release of this
+process's sessions before the reactor stops. What other features run in every
+server process (the alert engine, retention's purges) is started by the wiring
+beside it, never from here.
 
 The other listeners are per socket, not per process: a browser's watch joins its
 group through the channel layer (live/relay.py), and the control inbox listens while
@@ -18,13 +18,18 @@ import asyncio
 from rtvi_monitor.live import lifecycle
 from rtvi_monitor.live.writer import Writer, get_writer
 
+_started: dict[asyncio.AbstractEventLoop, Writer] = {}  # the writer each loop's shutdown flushes
+
 
 def start() -> Writer:
     """The running loop's writer, with the sweep and the fatal ends beside it (idempotent)."""
     writer = get_writer()
-    if writer.end_fatal is None:  # a new writer (a new loop, or its task ended)
-        writer.end_fatal = lifecycle.end_fatal
+    if _started.get(writer.loop) is not writer:  # a new writer (a new loop, or its task ended)
+        for old in [loop for loop in _started if loop.is_closed()]:
+            del _started[old]
+        _started[writer.loop] = writer
         _before_shutdown(writer)
+    lifecycle.follow(writer)
     lifecycle.start()
     return writer
 

@@ -8,8 +8,8 @@ write is done (group commit, INGEST_GROUP_COMMIT), or on a fixed cadence
 their sessions' states (each found by its key, `Row.session_pk`, in the registry),
 each session's browsers here get one batch (live/relay.py), the bots get their acks
 ("ack" means stored), and the batches go to the other processes' browsers (a shared
-channel layer). A session a fatal error ended is handed to `end_fatal` (the
-lifecycle's, set by live/process.py).
+channel layer). A session whose stored rows carry a fatal error is reported
+(`next_fatal`): the lifecycle, which owns ends, ends it. The writer calls nothing above it.
 
 A database that is down or locked keeps the batch, and bots over
 INGEST_MAX_PENDING are told to resend later.
@@ -18,7 +18,7 @@ INGEST_MAX_PENDING are told to resend later.
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from django.conf import settings
 from django.utils import timezone
@@ -59,8 +59,10 @@ class Writer:
         self.task = loop.create_task(self._run())
         self.failures = 0
         self.due: dict[int, LiveSession] = {}  # sessions whose row awaits a summary update
-        # How a session a fatal error ended is ended (the lifecycle's end_fatal, set by live/process.py).
-        self.end_fatal: Callable[[LiveSession], Awaitable[None]] | None = None
+        # Sessions whose stored rows carry a fatal error, for the lifecycle to end (`next_fatal`); each once
+        # until it is taken (a flush that comes before the lifecycle ends it does not report it again).
+        self.fatal: asyncio.Queue[int] = asyncio.Queue()
+        self.fatal_reported: set[int] = set()
         self.group_commit = settings.INGEST_GROUP_COMMIT  # read per row: once here, not through settings' proxy
         self.flush_rows = settings.INGEST_FLUSH_ROWS
 
@@ -72,6 +74,12 @@ class Writer:
         self.pending.append(row)
         if self.group_commit or len(self.pending) >= self.flush_rows:
             self.wake.set()
+
+    async def next_fatal(self) -> int:
+        """The key of the next session whose stored rows carry a fatal error (for the lifecycle, which ends it)."""
+        pk = await self.fatal.get()
+        self.fatal_reported.discard(pk)
+        return pk
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -166,7 +174,7 @@ class Writer:
             await self._after_store(batch, sessions, relays, changed)
         finally:
             self.relaying.release()
-        await self._end_fatal(sessions)
+        self._report_fatal(sessions)
 
     def _fold(self, batch: list[Row]) -> tuple[dict[int, LiveSession], dict[int, int]]:
         """Fold what is stored into each session's state, in the order it came. Returns the sessions (by key, as
@@ -267,16 +275,12 @@ class Writer:
         if changed:
             await sessions_updated(changed)  # one relay per organization, not one per session
 
-    async def _end_fatal(self, sessions: dict[int, LiveSession]) -> None:
-        """Sessions a fatal error ended: handed to `end_fatal` now (which flushes again, so not while relaying)."""
-        if self.end_fatal is None:
-            return
-        for live in sessions.values():
-            if live.state.fatal and not live.ended:
-                try:
-                    await self.end_fatal(live)
-                except Exception:  # not a storage failure of the batch: the sweep ends it later
-                    logger.exception("Could not end session %s after its fatal error", live.session_id)
+    def _report_fatal(self, sessions: dict[int, LiveSession]) -> None:
+        """Sessions a fatal error ended, among those this flush folded: reported once each until taken."""
+        for pk, live in sessions.items():
+            if live.state.fatal and not live.ended and pk not in self.fatal_reported:
+                self.fatal_reported.add(pk)
+                self.fatal.put_nowait(pk)
 
 
 def _log_failure(task: asyncio.Task) -> None:

@@ -1,5 +1,6 @@
 """The live path untied (issue 34, part 2): each of its pieces calls only what is below it.
 
+- the writer reports a session a fatal error ended; the lifecycle, which owns ends, ends it;
 - a row names its session by its key, and the writer finds the session in the registry;
 - the other features hear of an end through one signal (live/signals.py), subscribed in the wiring;
 - the wiring starts the alerts and the purges beside the live path;
@@ -63,6 +64,37 @@ class _Quiet:
 
 
 QUIET = _Quiet()
+
+
+# --- 1. a fatal error: reported by the writer, ended by the lifecycle ------------------------------------------
+
+
+@live_path
+async def test_the_writer_reports_a_fatal_error_and_the_lifecycle_ends_the_session(ingest_token):
+    bot = await connect(ingest_token, "fatal-told")
+    writer = get_writer()
+    assert not hasattr(writer, "end_fatal")  # no callback into the lifecycle
+    loop = asyncio.get_running_loop()
+    _, following = lifecycle._following[loop]
+    following.cancel()  # nobody ends what the writer reports, for now
+    await send(bot, wrap(2, FATAL))
+    assert await receive(bot) == {"ack": 2}  # stored
+    pk = await asyncio.wait_for(writer.next_fatal(), 2)
+    assert pk == registry.sessions[pk].pk and await status("fatal-told") == "live"  # the writer ended nothing
+    lifecycle.follow(writer)  # the lifecycle takes the reports again: the next flush reports the session again
+    await send(bot, wrap(3, rtvi("bot-llm-text", {"text": "after"})))
+    assert await receive(bot) == {"ack": 3}
+    await wait_for(lambda: _is(status("fatal-told"), "ended"))
+    stored = await sync_to_async(Session.objects.get)(pk=pk)
+    assert (stored.end_kind, stored.end_reason) == ("fatal_error", "fatal error")
+    await bot.disconnect()
+
+
+def test_the_writer_imports_nothing_that_ends_a_session():
+    source = (ROOT / "rtvi_monitor/live/writer.py").read_text()
+    imported = {name for _, name in _imports(ROOT / "rtvi_monitor/live/writer.py")}
+    assert not {"rtvi_monitor.live.lifecycle", "rtvi_monitor.live.process"} & imported
+    assert "end_fatal" not in source
 
 
 # --- 2. a row names its session by its key ---------------------------------------------------------------------
