@@ -42,9 +42,8 @@ from rtvi_dashboard.wire import (
 from dashboard.access import policy as access
 from dashboard.access.auth import bearer_token, scope_actor
 from dashboard.org import audit
-from rtvi_monitor.core import redaction
 from rtvi_monitor.core.protocol import SESSION_ID_RE
-from rtvi_monitor.live import control, lifecycle, process, relay
+from rtvi_monitor.live import control, intake, lifecycle, process, relay
 from rtvi_monitor.live.admission import Admission
 from rtvi_monitor.live.dbthread import CONNECT_THREAD, in_db_thread
 from rtvi_monitor.live.models import IngestToken
@@ -180,10 +179,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     live_session: LiveSession | None = None
     admission: Admission | None = None  # its limits and how it is answered (live/admission.py)
     stream = ""  # whose seqs these are (wire.STREAM_PARAM); "" for a bot that names none
-    redactor = redaction.NONE  # the organization's (rtvi_monitor/core/redaction.py), from connect on
     control_version = 0  # the control frames the bot takes (wire.CONTROL_PARAM); 0: none (live/control.py)
     token_pk: int | None = None  # the ingest token it streams with, watched by token_watch
-    hold_timer: asyncio.TimerHandle | None = None  # when rows held back for a streamed number are let go
     # Set by fail(): the socket is closing (revoked token, rate, size), and nothing more it sends is taken. A
     # client that ignores the close frame can go on sending until the close handshake times out.
     closing = False
@@ -212,16 +209,16 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.admission = admission
         registry.connecting += 1
         try:
-            session, event, warning, self.redactor = await open_ingest(credential, session_id, query.get("agent"))
+            session, event, warning, redactor = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
             self.writer = process.start()
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
-            self.live_session = await registry.attach(session)
+            self.live_session = await registry.attach(session, redactor)
         finally:
             registry.connecting -= 1
         self.token_pk = credential.pk
         token_watch.hold(self, credential.pk)
-        control.hub.attach(self)  # an operator's request for this session reaches this connection
+        control.hub.attach(self, session.pk)  # an operator's request for this session reaches this connection
         if warning:
             await self.reply([{"error": warning, "seq": None}])
         if event:
@@ -258,37 +255,13 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         over = admission.over_rate(size, len(frames))
         if over:
             return await self.fail(over, CLOSE_RATE)
-        live, writer, stream, redactor = self.live_session, self.writer, self.stream, self.redactor
-        shallow = admission.shallow(data)
-        replies = []
-        for item in frames:
-            row, reply = live.accept(item, received_at, self, stream, redactor, shallow)
-            if row is not None:
-                for ready in live.ready(row, redactor):
-                    writer.add(ready)
-            replies.append(reply)
-        if live.holdback.holding and self.hold_timer is None:
-            self.wait_for_held(settings.REDACTION_HOLD_SECONDS)
+        # The one way in (live/intake.py): judged, redacted, numbered and handed to the writer.
+        replies = intake.take_in(
+            self.writer, self.live_session, frames, received_at, self, self.stream, admission.shallow(data)
+        )
         immediate = admission.once_per_seq(replies)
         if immediate:
             await self.reply(immediate)
-
-    def wait_for_held(self, delay: float) -> None:
-        """Rows held back for a streamed number (live/joining.py) go to the writer within their wait, even when
-        their stream says no more."""
-        self.hold_timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._release_held)
-
-    def _release_held(self) -> None:
-        self.hold_timer = None
-        live = self.live_session
-        if live is None:
-            return
-        wait = settings.REDACTION_HOLD_SECONDS
-        for row in live.expired(time.time(), wait):
-            self.writer.add(row)
-        oldest = live.holdback.oldest()
-        if oldest is not None:
-            self.wait_for_held(oldest + wait - time.time())
 
     async def reply(self, payloads: list[dict]) -> None:
         """Answer the bot (the writer calls this once per write per connection; live/admission.py says how)."""
@@ -302,11 +275,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.token_pk is not None:
             token_watch.release(self, self.token_pk)
         if self.live_session is not None:
-            control.hub.detach(self)
-            if self.hold_timer is not None:
-                self.hold_timer.cancel()
-            for row in self.live_session.release_all():  # judged as they stand: no more is coming
-                self.writer.add(row)
+            control.hub.detach(self, self.live_session.pk)
+            intake.let_go(self.writer, self.live_session)  # rows held back, judged as they stand: no more is coming
             try:
                 await self.writer.flush()
             except Exception:  # the writer keeps the rows and retries; the bot resends what was not acknowledged

@@ -14,6 +14,11 @@ own and waits (`ask`). The holding process finds the bot's connection
 stores what the operator did as a message of the session, and replies. With
 one process and the in-memory layer it is the same path in one process.
 
+What the operator did comes in as a bot's message does, through the one way in
+(live/intake.py `take_in`: judged, redacted, numbered and stored with the
+session's other messages), on the "dashboard" stream; the session is found by
+its key in the registry, never through a bot's connection.
+
 Pure message moving and bookkeeping: the consumer (rtvi_monitor/live/consumers.py)
 hands frames here, the API (rtvi_monitor/sessions/api.py) asks and answers.
 """
@@ -29,8 +34,11 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from rtvi_dashboard.wire import CONTROL, CONTROL_VERSION, MAX_CONTROL_ERROR, MAX_CONTROL_TEXT
 
-from rtvi_monitor.live.registry import SERVER_ID
+from rtvi_monitor.live import intake
+from rtvi_monitor.live.registry import SERVER_ID, registry
 from rtvi_monitor.live.relay import received
+from rtvi_monitor.live.session import LiveSession
+from rtvi_monitor.live.writer import get_writer
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +208,10 @@ class Hub:
 
     # --- bot connections (IngestConsumer) ---------------------------------------------
 
-    def attach(self, consumer) -> None:
-        """A bot's connection is open here (its session attached); `consumer.control_version` is what it takes."""
-        self.connections.setdefault(consumer.live_session.pk, []).append(consumer)
+    def attach(self, consumer, session_pk: int) -> None:
+        """A bot's connection to the session of this key is open here (the session attached); `consumer.control_version`
+        is what it takes."""
+        self.connections.setdefault(session_pk, []).append(consumer)
         loop = asyncio.get_running_loop()
         self.attached[loop] = self.attached.get(loop, 0) + 1
         listener = self.listeners.get(loop)
@@ -212,15 +221,14 @@ class Hub:
                 self.attached.pop(old, None)
             self.listeners[loop] = loop.create_task(self._listen(), name="rtvi-control-inbox")
 
-    def detach(self, consumer) -> None:
+    def detach(self, consumer, session_pk: int) -> None:
         """The connection went: what was asked of it is answered "disconnected" now."""
-        live = consumer.live_session
-        held = self.connections.get(live.pk, [])
+        held = self.connections.get(session_pk, [])
         if consumer not in held:
             return
         held.remove(consumer)
         if not held:
-            del self.connections[live.pk]
+            del self.connections[session_pk]
         for asked, answer in list(self.pending.values()):
             if asked is consumer and not answer.done():
                 answer.set_result({"ok": False, "error": "the bot disconnected before it answered"})
@@ -279,9 +287,13 @@ class Hub:
         else:
             frame["content"], frame["options"] = message["content"], message["options"]
         wait = float(message.get("timeout") or timeout())
+        asked = registry.find(message["session"])  # held: its bot is connected here
         outcome = await self._ask_bot(consumer, frame, wait)
         outcome.detail["id"] = control_id
-        self._record(consumer, message, frame, outcome)
+        # The session as held now; the one asked if its bot left meanwhile (stored all the same, read back when loaded).
+        live = registry.find(message["session"]) or asked
+        if live is not None:
+            _record(live, message, frame, outcome)
         return outcome
 
     async def _ask_bot(self, consumer, frame: dict, wait: float) -> Outcome:
@@ -300,31 +312,29 @@ class Hub:
         error = error[:MAX_CONTROL_ERROR] if isinstance(error, str) and error else "no reason given"
         return Outcome(False, 502, f"the bot did not take it: {error}")
 
-    def _record(self, consumer, message: dict, frame: dict, outcome: Outcome) -> None:
-        """The operator's action, as a message of the session (stream "dashboard"): its log and transcript show it."""
-        operator = str(message.get("operator") or "an operator")[:200]
-        if frame["action"] == "end":
-            did = f"operator {operator} {'cancelled' if frame['cancel'] else 'ended'} the call"
-        else:
-            options = frame["options"]
-            how = [
-                "run now" if options["run_immediately"] else "for the next turn",
-                "spoken" if options["audio_response"] else "not spoken",
-            ]
-            did = f"operator {operator} sent text ({len(frame['content'])} characters; {', '.join(how)})"
-        said = "the bot took it" if outcome.ok else outcome.error
-        data = {
-            "text": f"{did}: {said}",
-            "dashboard": {"action": frame["action"], "id": frame["id"], "operator": operator, "ok": outcome.ok},
-        }
-        if not outcome.ok:
-            data["dashboard"]["error"] = outcome.error
-        stored = {"label": "rtvi-ai", "type": "server-message", "id": f"dashboard-{frame['id']}", "data": data}
-        live = consumer.live_session
-        row, _ = live.accept(stored, time.time(), consumer, CONTROL_STREAM, consumer.redactor)
-        if row is not None:
-            for ready in live.ready(row, consumer.redactor):
-                consumer.writer.add(ready)
+
+def _record(live: LiveSession, message: dict, frame: dict, outcome: Outcome) -> None:
+    """The operator's action, as a message of the session (stream "dashboard"): its log and transcript show it.
+    It comes in as a bot's message does (intake.take_in); nobody is answered when it is stored."""
+    operator = str(message.get("operator") or "an operator")[:200]
+    if frame["action"] == "end":
+        did = f"operator {operator} {'cancelled' if frame['cancel'] else 'ended'} the call"
+    else:
+        options = frame["options"]
+        how = [
+            "run now" if options["run_immediately"] else "for the next turn",
+            "spoken" if options["audio_response"] else "not spoken",
+        ]
+        did = f"operator {operator} sent text ({len(frame['content'])} characters; {', '.join(how)})"
+    said = "the bot took it" if outcome.ok else outcome.error
+    data = {
+        "text": f"{did}: {said}",
+        "dashboard": {"action": frame["action"], "id": frame["id"], "operator": operator, "ok": outcome.ok},
+    }
+    if not outcome.ok:
+        data["dashboard"]["error"] = outcome.error
+    stored = {"label": "rtvi-ai", "type": "server-message", "id": f"dashboard-{frame['id']}", "data": data}
+    intake.take_in(get_writer(), live, [stored], time.time(), intake.NOBODY, CONTROL_STREAM)
 
 
 hub = Hub()

@@ -6,8 +6,8 @@ here or to another process, is loaded afresh, so no process works from a stale c
 A session whose bot finished here (closed with 1000) is kept, complete, until the
 lifecycle's sweep ends it (`finishing`).
 
-Rows name a session by its key (the Session's pk): `find` is how the writer and
-the lifecycle reach it, on the event loop. Code on another
+Rows and requests name a session by its key (the Session's pk): `find` is how the
+writer, the lifecycle and control reach it, on the event loop. Code on another
 thread (a sync view) reads a held session through `read`, which runs the read on
 the event loop that holds it: the writer changes a session's state there between
 its awaits, never while a read made there runs.
@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from channels.db import database_sync_to_async
 
+from rtvi_monitor.core.redaction import NONE, Redactor
 from rtvi_monitor.live.held import HeldSeqs, held_seqs
 from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.sessions.events import load_state
@@ -78,10 +79,11 @@ class Registry:
             logger.warning("A read of held session %s waited %s s for the event loop; it was not made", pk, wait)
             return None
 
-    async def attach(self, session: Session) -> LiveSession:
+    async def attach(self, session: Session, redactor: Redactor = NONE) -> LiveSession:
         """One bot connection more; the session is loaded from what is stored when no bot had it here.
 
-        A state kept for the session's end (`finishing`) is stale now, and goes."""
+        `redactor`: the organization's rules as this connection read them; the session's messages go through
+        it from now on. A state kept for the session's end (`finishing`) is stale now, and goes."""
         self.loop = asyncio.get_running_loop()
         self.finishing.pop(session.pk, None)
         live = self.sessions.get(session.pk)
@@ -98,7 +100,7 @@ class Registry:
                 # From the load's own result: the connection that started it may have been cancelled (its
                 # bot went) after the load finished and before it could register it (a KeyError here once).
                 live = self.sessions.setdefault(session.pk, await loading)
-        live.connect()
+        live.connect(redactor)
         return live
 
     @staticmethod

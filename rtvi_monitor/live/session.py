@@ -3,9 +3,9 @@
 `LiveSession.accept` judges each frame (validated by rtvi_monitor/core/protocol.py,
 its seq checked against what the session holds: live/held.py, a caller's id made a
 pseudonym: live/callers.py) and turns it into a `Row`; `ready` numbers it for the
-writer (live/writer.py). The state folds in only what is stored
-(`LiveSession.fold`), so it, its patches and the database always describe the
-same messages.
+writer (live/writer.py). Both are called by the one way in, live/intake.py. The
+state folds in only what is stored (`LiveSession.fold`), so it, its patches and
+the database always describe the same messages.
 
 A `LiveSession` changes only through its own methods: the registry connects
 and disconnects bots to it, the writer folds stored rows and takes summaries,
@@ -46,7 +46,7 @@ class LiveSession:
     can take another message's place.
 
     Every change to it is one of its methods: `connect`/`disconnect` (the registry),
-    `accept`/`ready` (a bot's frame), `fold`/`stored`/`take_summary`
+    `accept`/`ready` (a message coming in: live/intake.py), `fold`/`stored`/`take_summary`
     (the writer), `take_changes` (the relay), `final_state`/`end` (the lifecycle).
     """
 
@@ -63,15 +63,20 @@ class LiveSession:
     usage: dict = field(default_factory=dict)  # the state's usage per model then, for its cost
     ended: bool = False
     callers: Callers = field(default_factory=Callers)  # live/callers.py: pseudonyms, and the keys stored
-    # Rows on their way to the writer while a streamed text is held back (live/joining.py)
+    # Rows on their way to the writer while a streamed text is held back (live/joining.py), and when they go
     holdback: Holdback = field(default_factory=Holdback)
+    hold_timer: Any = None  # live/intake.py's: an asyncio.TimerHandle while rows are held back
+    # What is removed from its messages before they are stored: the organization's rules as its newest bot
+    # connection read them (rtvi_monitor/core/redaction.py); an operator's actions go through it too.
+    redactor: Redactor = NONE
 
     # --- bots connecting and leaving (the registry) ---
 
-    def connect(self) -> None:
+    def connect(self, redactor: Redactor = NONE) -> None:
         """One bot connection more here: the session is live again, whatever ended it before."""
         self.connections += 1
         self.ended = False
+        self.redactor = redactor
 
     def disconnect(self) -> bool:
         """One bot connection fewer; True when it was the last one here."""
@@ -130,7 +135,7 @@ class LiveSession:
         self.ended = True
         return ended_from
 
-    # --- a bot's frame (the ingest consumer) ---
+    # --- a message coming in (live/intake.py) ---
 
     def accept(
         self,

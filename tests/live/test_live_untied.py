@@ -2,13 +2,16 @@
 
 - the writer reports a session a fatal error ended; the lifecycle, which owns ends, ends it;
 - a row names its session by its key, and the writer finds the session in the registry;
+- an operator's action comes in through the same door as a bot's message (live/intake.py);
 - the other features hear of an end through one signal (live/signals.py), subscribed in the wiring;
 - the wiring starts the alerts and the purges beside the live path;
 - a sync view reads a held session's turns on the event loop, never from its own thread;
 - sessions/events.py imports nothing of the live path; no function or class of it grows past a page.
 """
 
+import ast
 import asyncio
+import json
 import pathlib
 import threading
 import types
@@ -18,7 +21,7 @@ from asgiref.sync import sync_to_async
 
 from rtvi_monitor.core.redaction import NONE
 from rtvi_monitor.core.state import SessionState
-from rtvi_monitor.live import lifecycle
+from rtvi_monitor.live import control, intake, lifecycle
 from rtvi_monitor.live.registry import registry
 from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.live.signals import session_ended
@@ -128,6 +131,40 @@ async def test_the_writer_folds_rows_into_the_session_the_registry_holds_and_sto
     assert await sync_to_async(Event.objects.filter(session_id=live.pk, stream="late").count)() == 1
     registry.sessions[live.pk] = live
     await bot.disconnect()
+
+
+# --- 3. one way in ---------------------------------------------------------------------------------------------
+
+
+@live_path
+async def test_an_operators_action_comes_in_through_the_same_door_as_a_bots_message(org, ingest_token, monkeypatch):
+    from tests.live.test_live_control import connect_bot, operator, post, stored
+
+    came_in = []
+    take_in = intake.take_in
+
+    def spy(writer, live, frames, received_at, replier, stream="", shallow=False):
+        came_in.append((live.session_id, stream, [f.get("type") or f["message"]["type"] for f in frames]))
+        return take_in(writer, live, frames, received_at, replier, stream, shallow)
+
+    monkeypatch.setattr(intake, "take_in", spy)
+    bot = await connect_bot(ingest_token)
+    client = await operator(org)
+    request = asyncio.ensure_future(post(client, "/api/sessions/call-1/send-text/", {"content": "hello"}))
+    frame = await receive(bot)
+    await send(bot, {"type": "control-result", "id": frame["id"], "ok": True})
+    assert (await request).status_code == 200
+    (event,) = await stored("call-1", stream=control.CONTROL_STREAM)
+    assert json.loads(event.message)["data"]["dashboard"]["action"] == "send-text"
+    assert ("call-1", "", ["bot-ready"]) in came_in  # the bot's message
+    assert ("call-1", control.CONTROL_STREAM, ["server-message"]) in came_in  # the operator's, the same way
+    await bot.disconnect()
+
+
+def test_control_reads_no_connections_session_writer_or_redactor():
+    tree = ast.parse((ROOT / "rtvi_monitor/live/control.py").read_text())
+    attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not {"live_session", "writer", "redactor"} & attributes
 
 
 # --- 4. one published end --------------------------------------------------------------------------------------
