@@ -31,10 +31,10 @@ from dashboard.access.streams import awhile_key_valid
 from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, StrictJsonResponse, json_error, json_methods, whole_number
 from rtvi_monitor.audio import store as audio
+from rtvi_monitor.audio.comparison import audio_summary, comparison_of  # noqa: F401
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.live.dbthread import AUDIO_THREAD, in_db_thread
-from rtvi_monitor.live.registry import registry
-from rtvi_monitor.sessions import events, metrics
+from rtvi_monitor.sessions import metrics
 from rtvi_monitor.sessions.models import Session
 from rtvi_monitor.sessions.queries import organization_session
 
@@ -182,47 +182,6 @@ def _audit_once_an_hour(request, session, action: str) -> bool:
         return False
     audit.record(session.organization, action, session.session_id, request=request)
     return True
-
-
-REPLAY_CACHE_SECONDS = 10
-
-
-def _turns_of(live) -> list[dict]:
-    """A held session's turns as its state has them now: read on the event loop that holds it (registry.read)."""
-    return [dict(turn) for turn in live.state.turns.items]
-
-
-def reported_turns(session) -> list[dict]:
-    """The turns the bot's messages report: frozen once the call ended; while it is live, this process's own
-    state when its bot is connected here (read on the event loop, where the writer changes it: this runs on a
-    sync view's thread), else replayed from the stored messages at most every REPLAY_CACHE_SECONDS (a page polls
-    a live call's recording every few seconds: a long call's replay is not made for each poll)."""
-    if session.state is not None:
-        return list(session.state.get("turns") or [])
-    held = registry.read(session.pk, _turns_of)
-    if held is not None:
-        return held
-    key = f"audio-turns:{session.pk}"
-    turns = cache.get(key)
-    if turns is None:
-        turns = list(events.load_state(session.pk)[0].to_dict().get("turns") or [])
-        cache.set(key, turns, REPLAY_CACHE_SECONDS)
-    return turns
-
-
-def comparison_of(recording, session, analysis: dict | None = None) -> list[dict]:
-    """The recording's turns beside the messages': stored once the call has ended, else made now."""
-    if session.status == Session.Status.ENDED and recording.comparison:
-        return recording.comparison
-    if analysis is None:
-        analysis = audio.current_analysis(recording, session)
-    return audio.compare(analysis.get("turns", []), reported_turns(session))
-
-
-def audio_summary(recording, session) -> dict:
-    """The figures a page shows of a recording (a viewer's too: no sound, no words)."""
-    analysis = audio.current_analysis(recording, session)
-    return audio.summary(recording, comparison_of(recording, session, analysis), analysis)
 
 
 @json_methods("GET")
