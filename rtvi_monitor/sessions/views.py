@@ -13,8 +13,8 @@ from dashboard.access.auth import member_required
 from dashboard.agents import service as agents_service
 from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, whole_number
+from rtvi_monitor.audio.comparison import audio_summary
 from rtvi_monitor.audio.models import SessionAudio
-from rtvi_monitor.audio.views import audio_summary
 from rtvi_monitor.sessions.models import FAILED_ENDS, Session
 from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions, organization_session
 
