@@ -9,10 +9,15 @@ ASGI `send` that does what daphne's does for such a socket.
 
 import asyncio
 
+import pytest
 from autobahn.exception import Disconnected
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from rtvi_monitor.live.consumers import LeanDispatchMixin
+
+# Channels closes the thread's old database connections when a socket disconnects, as under daphne: a test
+# that ran before on this thread may have left one open (pytest-django refuses that without the mark).
+pytestmark = pytest.mark.django_db
 
 
 class Snapshotting(LeanDispatchMixin, AsyncWebsocketConsumer):
