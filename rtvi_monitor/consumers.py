@@ -10,6 +10,7 @@ under rtvi_monitor/live/ (its __init__ draws it).
 """
 
 import asyncio
+import importlib.metadata
 import json
 import logging
 import re
@@ -78,7 +79,34 @@ class LeanDispatchMixin:
       `Disconnected` for a socket already closing whose disconnect has not reached the consumer
       yet (a browser that left while its snapshot was being made), and the consumer's
       `disconnect` follows anyway. It was logged as a crash of the application.
+
+    The first two replace Channels' own consumer loop, so they are made only on the Channels version they
+    were written for (WRITTEN_FOR_CHANNELS, what requirements.txt pins): on any other, Channels' own loop
+    and dispatch, and one warning.
     """
+
+    WRITTEN_FOR_CHANNELS = "4.3.2"
+    lean: bool | None = None  # whether the installed Channels is that one: read at the first socket
+
+    @staticmethod
+    def channels_version() -> str | None:
+        try:
+            return importlib.metadata.version("channels")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @classmethod
+    def lean_dispatch(cls) -> bool:
+        if LeanDispatchMixin.lean is None:
+            found = cls.channels_version()
+            LeanDispatchMixin.lean = found == cls.WRITTEN_FOR_CHANNELS
+            if not LeanDispatchMixin.lean:
+                logger.warning(
+                    "Channels' own consumer dispatch: LeanDispatchMixin was written for channels %s, found %s",
+                    cls.WRITTEN_FOR_CHANNELS,
+                    found or "none installed",
+                )
+        return LeanDispatchMixin.lean
 
     async def __call__(self, scope, receive, send):
         async def send_while_open(message):
@@ -87,6 +115,8 @@ class LeanDispatchMixin:
             except Disconnected:
                 logger.debug("A %s frame to a socket already closing was dropped", message.get("type"))
 
+        if not self.lean_dispatch():
+            return await super().__call__(scope, receive, send_while_open)
         self.scope = scope
         self.base_send = send_while_open
         self.channel_layer = None
@@ -97,6 +127,8 @@ class LeanDispatchMixin:
             pass
 
     async def dispatch(self, message):
+        if not self.lean:
+            return await super().dispatch(message)
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
