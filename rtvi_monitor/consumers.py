@@ -40,7 +40,7 @@ from rtvi_dashboard.wire import (
     is_control_result,
 )
 
-from dashboard import access, audit
+from dashboard import access, audit, daphne_tuning
 from dashboard.auth import bearer_token, scope_actor
 from rtvi_monitor import metrics, redaction
 from rtvi_monitor.dbthread import CONNECT_THREAD, in_db_thread
@@ -243,6 +243,9 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             session, event, warning, self.redactor = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
             self.writer = process.start()
+            # The writer's batch of sends (a flush's relays and acks) goes out through these sockets: under
+            # daphne with its tuning, each connection's frames in one send; stock, or on another server, a no-op.
+            self.writer.sends_together = daphne_tuning.corked
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
             lifecycle.forget_finishing(session.pk)
             self.live_session = await registry.attach(session)

@@ -23,6 +23,8 @@ from asgiref.sync import sync_to_async
 
 from dashboard import daphne_tuning
 from rtvi_monitor.consumers import LeanDispatchMixin
+from rtvi_monitor.live import writer
+from rtvi_monitor.live.writer import _writers
 from rtvi_monitor.models import Event
 from tests.server import ROOT, DaphneServer
 from tests.sockets import bot_socket, receive, rtvi, send, wrap  # (sets up Django's logging: before caplog's)
@@ -230,4 +232,7 @@ async def test_the_lean_dispatch_on_the_version_written_for(live_path, ingest_to
     assert await receive(socket) == {"ack": 1}
     await socket.disconnect()
     assert closes == [] and LeanDispatchMixin.lean is True
+    # The writer's batch of sends is the one the consumers handed it (it imports nothing of daphne's).
+    assert _writers[asyncio.get_running_loop()].sends_together is daphne_tuning.corked
+    assert "daphne_tuning" not in Path(writer.__file__).read_text()
     assert not [r for r in caplog.records if r.name == "rtvi_monitor.consumers" and r.levelname == "WARNING"]

@@ -15,6 +15,7 @@ over INGEST_MAX_PENDING are told to resend later.
 """
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -26,7 +27,6 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from dashboard import daphne_tuning
 from rtvi_monitor import cost, metrics
 from rtvi_monitor.dbthread import in_db_thread
 from rtvi_monitor.events import Replier, Row
@@ -121,6 +121,8 @@ class Writer:
         self.end_fatal: Callable[[LiveSession], Awaitable[None]] | None = None
         self.group_commit = settings.INGEST_GROUP_COMMIT  # read per row: once here, not through settings' proxy
         self.flush_rows = settings.INGEST_FLUSH_ROWS
+        # A flush's sends to sockets are made inside one of these: the consumers hand over the server's way.
+        self.sends_together: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
     @property
     def backlog(self) -> int:
@@ -437,7 +439,7 @@ class Writer:
             for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
-        with daphne_tuning.corked():  # each connection's frames in one send (a bot's acks: one each, older bots)
+        with self.sends_together():  # each connection's frames in one send (a bot's acks: one each, older bots)
             for group, message in relays:
                 await relay_here(group, message)
             for replier, payloads in replies.items():
