@@ -13,6 +13,16 @@ For each target server, in the same run and with the same load generator:
 - `daphne+acks+tuned`: that on daphne with the dashboard's changes to it
   (dashboard/server/daphne_tuning.py): the floor as the dashboard runs daphne.
 
+`--target servers` runs the dashboard under each ASGI server of `--servers`
+(default daphne,daphne-stock,uvicorn,uvicorn-sansio,granian), then the plain
+relay, in one run: `dashboard` is daphne as `make run` starts it (with its
+tuning), `daphne-stock` the same with DAPHNE_TUNING=false, `uvicorn` uvicorn
+with its `websockets` implementation (`uvicorn-sansio`: its
+`websockets-sansio` one) and `granian` granian's ASGI interface, all three
+serving bench/asgi_servers.py (dashboard.asgi's application with ASGI's
+lifespan answered: the background work daphne starts with its reactor). They
+need requirements-bench.txt installed.
+
 Measures delivered messages/s, bot-to-browser latency p50/p99 (from the bot's
 sent_at to the browser's receipt), loss and gaps, server CPU (% of one core)
 and peak memory (VmHWM), and for the dashboard that every message was stored.
@@ -21,6 +31,7 @@ and peak memory (VmHWM), and for the dashboard that every message was stored.
     .venv/bin/python bench/relay.py --bots 100 --sweep 30,45,60,80 --seconds 15   # highest zero-loss rate
     .venv/bin/python bench/relay.py --processes 2 --target dashboard ...          # scale-out (REDIS_URL, DATABASE_URL)
     .venv/bin/python bench/relay.py --bots 100 --rate 300 --seconds 10 --unpaced --viewers 1   # throughput
+    .venv/bin/python bench/relay.py --bots 100 --rate 30 --seconds 20 --viewers 1 --target servers   # ASGI servers
 
 --unpaced: each bot sends its rate x seconds messages as fast as it can;
 "delivered msg/s" is then what reached the browsers over the time from the
@@ -199,10 +210,64 @@ class DaphneAcksTunedTarget(BareTarget):
     app = "bench.daphne_relay:acking_tuned"
 
 
+def family(pid: int) -> list[int]:
+    """A process and all its descendants (granian serves from a worker process it starts)."""
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            pids += family(int(child))
+    return pids
+
+
+class UvicornServer(DaphneServer):
+    """The dashboard under uvicorn and its `websockets` implementation (bench/asgi_servers.py: lifespan answered).
+
+    One process, asyncio's loop and h11 as daphne has (no uvloop, no httptools), and no permessage-deflate,
+    which daphne does not offer either: the same frames on the wire."""
+
+    def command(self):
+        return [
+            sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
+            "--ws", "websockets", "--ws-per-message-deflate", "false", "--loop", "asyncio", "--http", "h11",
+            "--lifespan", "on", "--no-access-log", "bench.asgi_servers:application",
+        ]  # fmt: skip
+
+
+class UvicornSansioServer(UvicornServer):
+    """uvicorn's newer `websockets-sansio` implementation (which `--ws websockets` is to point at, its notice says)."""
+
+    def command(self):
+        command = super().command()
+        command[command.index("websockets")] = "websockets-sansio"
+        return command
+
+
+class GranianServer(DaphneServer):
+    """The dashboard under granian's ASGI interface (bench/asgi_servers.py: lifespan answered): one worker, one
+    runtime thread, asyncio's loop."""
+
+    def command(self):
+        return [
+            sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(self.port),
+            "--workers", "1", "--runtime-threads", "1", "--loop", "asyncio", "bench.asgi_servers:application",
+        ]  # fmt: skip
+
+
+SERVERS = {
+    "daphne": (DaphneServer, {}),  # as `make run` starts it: dashboard/daphne_tuning.py installed
+    "daphne-stock": (DaphneServer, {"DAPHNE_TUNING": "false"}),
+    "uvicorn": (UvicornServer, {"DAPHNE_TUNING": "false"}),  # (twisted not imported for nothing)
+    "uvicorn-sansio": (UvicornSansioServer, {"DAPHNE_TUNING": "false"}),
+    "granian": (GranianServer, {"DAPHNE_TUNING": "false"}),
+}
+
+
 class DashboardTarget(Target):
     name = "dashboard"
 
-    def __init__(self, processes: int = 1, code: str | None = None, extra_env: dict | None = None):
+    def __init__(
+        self, processes: int = 1, code: str | None = None, extra_env: dict | None = None, server: str = "daphne"
+    ):
         # Production settings (DEBUG off: no query logging), plain HTTP on loopback.
         env = {
             "DEBUG": "false",
@@ -211,20 +276,24 @@ class DashboardTarget(Target):
             "SECURE_SSL_REDIRECT": "false",
             "SESSION_END_GRACE": "5",
             "INGEST_RATE_LIMIT": "100000",
+            **SERVERS[server][1],
             **(extra_env or {}),
         }
+        server_class = SERVERS[server][0]
         self.code = Path(code).resolve() if code else None
         if self.code is not None:
             # Another checkout's server and bot package, ahead of this one's.
             env["PYTHONPATH"] = f"{self.code / 'sdk' / 'src'}{os.pathsep}{self.code}"
         with self.code_root():
-            first = DaphneServer(env=env).start()
+            first = server_class(env=env).start()
             self.servers = [first] + [
-                DaphneServer(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
+                server_class(env=env, workdir=str(first.workdir)).start(migrate=False) for _ in range(processes - 1)
             ]
             self.token = first.issue("create_ingest_token", "Bench")
             self.cookie = "sessionid=" + first.manage("shell", "-c", STAFF).split()[-1]
-        self.name = ("baseline" if self.code else "dashboard") + (f" x{processes}" if processes > 1 else "")
+        self.name = ("baseline" if self.code else "dashboard" if server == "daphne" else server) + (
+            f" x{processes}" if processes > 1 else ""
+        )
         self.db = first.env["SQLITE_PATH"] if not first.env.get("DATABASE_URL") else None
 
     @contextlib.contextmanager
@@ -243,7 +312,7 @@ class DashboardTarget(Target):
         return [s.ws_url for s in self.servers]
 
     def pids(self):
-        return [s.process.pid for s in self.servers]
+        return [pid for s in self.servers for pid in family(s.process.pid)]
 
     def stored(self, session_ids):
         if self.db is None:
@@ -650,8 +719,16 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=2)
     parser.add_argument(
         "--target",
-        choices=["all", "both", "floors", "dashboard", "bare", "plain", "daphne", "daphne+acks", "daphne+acks+tuned"],
+        choices=[
+            "all", "both", "floors", "servers", "dashboard", "bare", "plain", "daphne", "daphne+acks",
+            "daphne+acks+tuned",
+        ],
         default="all",
+    )  # fmt: skip
+    parser.add_argument(
+        "--servers",
+        default=",".join(SERVERS),
+        help="--target servers: the ASGI servers to run the dashboard under, in this order (then the plain relay)",
     )
     parser.add_argument("--unpaced", action="store_true", help="bots send as fast as they can (throughput)")
     parser.add_argument("--processes", type=int, default=1, help="dashboard server processes (needs REDIS_URL)")
@@ -683,6 +760,7 @@ def main() -> None:
         "all": ["dashboard", "bare", "plain"],
         "both": ["dashboard", "bare"],
         "floors": ["dashboard", "daphne", "daphne+acks", "daphne+acks+tuned", "plain"],
+        "servers": ["dashboard" if server == "daphne" else server for server in args.servers.split(",")] + ["plain"],
     }.get(args.target, [args.target])
     if args.baseline:
         kinds.insert(0, "baseline")
@@ -694,6 +772,11 @@ def main() -> None:
         "daphne": DaphneTarget,
         "daphne+acks": DaphneAcksTarget,
         "daphne+acks+tuned": DaphneAcksTunedTarget,
+        **{
+            server: (lambda server=server: DashboardTarget(args.processes, server=server))
+            for server in SERVERS
+            if server != "daphne"
+        },
     }
     results: dict[float, dict[str, dict]] = {}
     for kind in kinds:
@@ -728,7 +811,7 @@ def main() -> None:
 def ratios(by_kind: dict[str, dict]) -> list[str]:
     """Each dashboard's delivered msg/s as a share of the relays' measured in the same run, and CPU per message."""
     lines = []
-    for kind in ("baseline", "dashboard"):
+    for kind in ("baseline", "dashboard", *(server for server in SERVERS if server != "daphne")):
         mine = by_kind.get(kind)
         if mine is None:
             continue
@@ -739,7 +822,10 @@ def ratios(by_kind: dict[str, dict]) -> list[str]:
             ("daphne+acks", "bare ASGI relay under daphne acking each message"),
             ("daphne+acks+tuned", "same with the dashboard's daphne tuning"),
             ("bare", "stock Channels relay"),
+            ("dashboard", "dashboard under daphne"),
         ):
+            if relay == kind:
+                continue
             if relay in by_kind:
                 share = mine["delivered_per_s"] / by_kind[relay]["delivered_per_s"]
                 parts.append(f"{share:.0%} of the {label}'s throughput")

@@ -77,27 +77,30 @@ class DaphneServer:
         username, password = next(x for x in lines if x.startswith("Login:")).removeprefix("Login: ").split(" / ")
         return username, password, lines[-1]
 
+    def command(self) -> list[str]:
+        """The server's command line (another server's, in a subclass: bench/relay.py --server)."""
+        return [
+            sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+            "--access-log", str(self.access_log), "--websocket_connect_timeout", "30",
+            "dashboard.asgi:application",
+        ]  # fmt: skip
+
     def start(self, migrate: bool = True) -> "DaphneServer":
         if migrate:
             self.manage("migrate", "--noinput")
         self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                "--access-log", str(self.access_log), "--websocket_connect_timeout", "30",
-                "dashboard.asgi:application",
-            ],
-            cwd=ROOT, env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            self.command(), cwd=ROOT, env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited:\n{self.log_path.read_text()}")
+                raise RuntimeError(f"the server exited:\n{self.log_path.read_text()}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("daphne did not start in 30 s")
+        raise RuntimeError("the server did not start in 30 s")
 
     def stop(self, timeout: float = 10) -> None:
         if self.process and self.process.poll() is None:

@@ -64,10 +64,25 @@ limit in play take autobahn's path.
 **Corked blocks.** `corked()` holds a block's writes and sends each
 connection's as one: a flush's acks to one bot leave in one send.
 
-tests/asgi/test_daphne_tuning.py and test_daphne_frames.py check them against twisted's and autobahn's own.
+**Only on the versions they were written for.** They replace ten attributes of
+twisted's and autobahn's and read private ones, which any release may change.
+`install()` reads the installed versions of both (importlib.metadata) and, on
+anything but WRITTEN_FOR (what requirements.txt pins), changes nothing: the
+server runs stock, one warning says so, and `corked()` is a no-op.
+
+tests/asgi/test_daphne_tuning.py and test_daphne_frames.py check them against twisted's and autobahn's own;
+tests/asgi/test_server_boundary.py the version guard.
 """
 
 import contextlib
+import importlib.metadata
+import logging
+
+logger = logging.getLogger(__name__)
+
+# The exact versions these changes were written and tested against (pinned in requirements.txt). On any other,
+# install() leaves twisted and autobahn as they come.
+WRITTEN_FOR = {"Twisted": "26.10.0", "autobahn": "26.10.2"}
 
 # Set by install(), which imports twisted and autobahn (a process that never serves, e.g. manage.py, need not):
 _queued_write = None  # twisted's own write
@@ -77,6 +92,7 @@ _native_fire = None  # autobahn's own WebSocketProtocol.fire
 _native_process_data = None  # autobahn's own WebSocketProtocol.processData
 _native_send_message = None  # and sendMessage
 _held: dict | None = None  # in a corked() block: each connection's writes, in order
+_stock_said = False  # install() found other versions and said so (once a process)
 
 
 def _write(self, data):
@@ -141,8 +157,8 @@ def corked():
     takes to produce them (should the block ever wait, what it holds waits with it, nothing is lost):
     a write that twisted must queue (its buffer full, TLS), a writeSequence or a loseConnection on a
     connection puts what the block held for it into twisted's queue first, so order is kept and a close
-    still sends everything before it; an abort drops it, as it drops twisted's queue. Without install(),
-    or inside another block, no-op.
+    still sends everything before it; an abort drops it, as it drops twisted's queue. Without install()
+    (DAPHNE_TUNING off, or other versions of twisted or autobahn), or inside another block, no-op.
     """
     global _held
     if _held is not None or _queued_write is None:
@@ -355,9 +371,33 @@ def _plain_value(value, color="white", bold=True):
     return value
 
 
-def install() -> None:
-    """All of them, for every connection made from now on (idempotent)."""
-    global _queued_write, _native_masker, _native_fire, _native_process_data, _native_send_message
+def found_versions() -> dict[str, str | None]:
+    """The installed versions of WRITTEN_FOR's packages, read now (None: not installed)."""
+    found = {}
+    for name in WRITTEN_FOR:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def install() -> bool:
+    """All of them, for every connection made from now on (idempotent); whether they are installed.
+
+    On versions of twisted or autobahn other than WRITTEN_FOR, none: nothing of theirs is touched, and one
+    warning (once a process) says the server runs stock."""
+    global _queued_write, _native_masker, _native_fire, _native_process_data, _native_send_message, _stock_said
+    found = found_versions()
+    if found != WRITTEN_FOR:
+        if not _stock_said:
+            _stock_said = True
+            logger.warning(
+                "daphne runs stock: dashboard/daphne_tuning.py was written for %s, found %s; it changes nothing",
+                ", ".join(f"{name} {version}" for name, version in WRITTEN_FOR.items()),
+                ", ".join(f"{name} {version or 'not installed'}" for name, version in found.items()),
+            )
+        return False
     from autobahn.websocket import protocol as autobahn_protocol
     from twisted.internet import tcp
 
@@ -393,6 +433,7 @@ def install() -> None:
     if autobahn_protocol.WebSocketProtocol.sendMessage is not _send_message:
         _native_send_message = autobahn_protocol.WebSocketProtocol.sendMessage
         autobahn_protocol.WebSocketProtocol.sendMessage = _send_message
+    return True
 
 
 def installed() -> bool:

@@ -10,6 +10,7 @@ under rtvi_monitor/live/ (its __init__ draws it).
 """
 
 import asyncio
+import importlib.metadata
 import json
 import logging
 import re
@@ -42,6 +43,7 @@ from rtvi_dashboard.wire import (
 from dashboard.access import policy as access
 from dashboard.access.auth import bearer_token, scope_actor
 from dashboard.org import audit
+from dashboard.server import daphne_tuning
 from rtvi_monitor.core.protocol import SESSION_ID_RE
 from rtvi_monitor.live import control, intake, lifecycle, process, relay
 from rtvi_monitor.live.admission import Admission
@@ -81,7 +83,34 @@ class LeanDispatchMixin:
       `Disconnected` for a socket already closing whose disconnect has not reached the consumer
       yet (a browser that left while its snapshot was being made), and the consumer's
       `disconnect` follows anyway. It was logged as a crash of the application.
+
+    The first two replace Channels' own consumer loop, so they are made only on the Channels version they
+    were written for (WRITTEN_FOR_CHANNELS, what requirements.txt pins): on any other, Channels' own loop
+    and dispatch, and one warning.
     """
+
+    WRITTEN_FOR_CHANNELS = "4.3.2"
+    lean: bool | None = None  # whether the installed Channels is that one: read at the first socket
+
+    @staticmethod
+    def channels_version() -> str | None:
+        try:
+            return importlib.metadata.version("channels")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @classmethod
+    def lean_dispatch(cls) -> bool:
+        if LeanDispatchMixin.lean is None:
+            found = cls.channels_version()
+            LeanDispatchMixin.lean = found == cls.WRITTEN_FOR_CHANNELS
+            if not LeanDispatchMixin.lean:
+                logger.warning(
+                    "Channels' own consumer dispatch: LeanDispatchMixin was written for channels %s, found %s",
+                    cls.WRITTEN_FOR_CHANNELS,
+                    found or "none installed",
+                )
+        return LeanDispatchMixin.lean
 
     async def __call__(self, scope, receive, send):
         async def send_while_open(message):
@@ -90,6 +119,8 @@ class LeanDispatchMixin:
             except Disconnected:
                 logger.debug("A %s frame to a socket already closing was dropped", message.get("type"))
 
+        if not self.lean_dispatch():
+            return await super().__call__(scope, receive, send_while_open)
         self.scope = scope
         self.base_send = send_while_open
         self.channel_layer = None
@@ -100,6 +131,8 @@ class LeanDispatchMixin:
             pass
 
     async def dispatch(self, message):
+        if not self.lean:
+            return await super().dispatch(message)
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -212,6 +245,9 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             session, event, warning, redactor = await open_ingest(credential, session_id, query.get("agent"))
             self.epoch = session.ingest_epoch
             self.writer = process.start()
+            # The writer's batch of sends (a flush's relays and acks) goes out through these sockets: under
+            # daphne with its tuning, each connection's frames in one send; stock, or on another server, a no-op.
+            self.writer.sends_together = daphne_tuning.corked
             # Should this fail, the sweep sees a session held here with no bot here, and marks it away.
             self.live_session = await registry.attach(session, redactor)
         finally:

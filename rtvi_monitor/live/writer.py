@@ -16,6 +16,7 @@ INGEST_MAX_PENDING are told to resend later.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +24,6 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
-from dashboard.server import daphne_tuning
 from rtvi_monitor.live import storage
 from rtvi_monitor.live.dbthread import in_db_thread
 from rtvi_monitor.live.registry import registry
@@ -65,6 +65,8 @@ class Writer:
         self.fatal_reported: set[int] = set()
         self.group_commit = settings.INGEST_GROUP_COMMIT  # read per row: once here, not through settings' proxy
         self.flush_rows = settings.INGEST_FLUSH_ROWS
+        # A flush's sends to sockets are made inside one of these: the consumers hand over the server's way.
+        self.sends_together: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
     @property
     def backlog(self) -> int:
@@ -262,7 +264,7 @@ class Writer:
             for replier in row.repliers:
                 if row.reply is not None:
                     replies.setdefault(replier, []).append(row.reply)
-        with daphne_tuning.corked():  # each connection's frames in one send (a bot's acks: one each, older bots)
+        with self.sends_together():  # each connection's frames in one send (a bot's acks: one each, older bots)
             for group, message in relays:
                 await relay_here(group, message)
             for replier, payloads in replies.items():
