@@ -19,12 +19,13 @@ from dashboard.asgi import application as dashboard
 async def application(scope, receive, send):
     if scope["type"] != "lifespan":
         return await dashboard(scope, receive, send)
+    from rtvi_monitor.apps import start_server
     from rtvi_monitor.live import lifecycle, process
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            process.start_server()  # as rtvi_monitor/apps.py does when daphne's reactor runs
+            start_server()  # as rtvi_monitor/apps.py does when daphne's reactor runs
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await process.start().flush()  # as live/process.py does before daphne's reactor stops

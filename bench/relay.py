@@ -254,7 +254,7 @@ class GranianServer(DaphneServer):
 
 
 SERVERS = {
-    "daphne": (DaphneServer, {}),  # as `make run` starts it: dashboard/daphne_tuning.py installed
+    "daphne": (DaphneServer, {}),  # as `make run` starts it: dashboard/server/daphne_tuning.py installed
     "daphne-stock": (DaphneServer, {"DAPHNE_TUNING": "false"}),
     "uvicorn": (UvicornServer, {"DAPHNE_TUNING": "false"}),  # (twisted not imported for nothing)
     "uvicorn-sansio": (UvicornSansioServer, {"DAPHNE_TUNING": "false"}),

@@ -1,6 +1,6 @@
 """The server boundary: what the dashboard changes of daphne and Channels, only on the versions it was written for.
 
-dashboard/daphne_tuning.py replaces attributes of twisted and autobahn, and LeanDispatchMixin
+dashboard/server/daphne_tuning.py replaces attributes of twisted and autobahn, and LeanDispatchMixin
 (rtvi_monitor/consumers.py) Channels' consumer loop. On any version but the pinned one each
 leaves the server stock and says so in one warning; the live path works the same either way.
 The twisted and autobahn checks run in processes of their own: this one may have the tuning
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import websockets
 from asgiref.sync import sync_to_async
-from rtvi_monitor.consumers import LeanDispatchMixin
 
-from dashboard import daphne_tuning
+from dashboard.server import daphne_tuning
 from rtvi_monitor.live import writer
+from rtvi_monitor.live.consumers import LeanDispatchMixin
 from rtvi_monitor.live.writer import _writers
-from rtvi_monitor.models import Event
+from rtvi_monitor.sessions.models import Event
 from tests.server import ROOT, DaphneServer
 from tests.sockets import bot_socket, receive, rtvi, send, wrap  # (sets up Django's logging: before caplog's)
 
@@ -51,7 +51,7 @@ INSTALL = """
 import json, logging, sys
 from autobahn.websocket import protocol
 from twisted.internet import tcp, unix
-from dashboard import daphne_tuning
+from dashboard.server import daphne_tuning
 
 records = []
 handler = logging.Handler()
@@ -109,7 +109,7 @@ def test_on_other_versions_install_changes_nothing_and_says_so_once(found):
     assert result["results"] == [False, False] and not result["installed"]
     assert not result["held"]  # corked() is a no-op
     [(level, name, line)] = result["logs"]  # one line, for two install() calls
-    assert (level, name) == ("WARNING", "dashboard.daphne_tuning")
+    assert (level, name) == ("WARNING", "dashboard.server.daphne_tuning")
     assert "runs stock" in line
     for package, version in daphne_tuning.WRITTEN_FOR.items():
         assert f"{package} {version}" in line  # what it was written for
@@ -145,7 +145,7 @@ class StockDaphne(DaphneServer):
 
     def command(self) -> list[str]:
         code = (
-            "import sys; from dashboard import daphne_tuning; "
+            "import sys; from dashboard.server import daphne_tuning; "
             "daphne_tuning.found_versions = lambda: {**daphne_tuning.WRITTEN_FOR, 'Twisted': '25.5.0'}; "
             "from daphne.cli import CommandLineInterface; CommandLineInterface.entrypoint()"
         )
@@ -215,7 +215,7 @@ async def test_channels_own_dispatch_on_another_channels_version(live_path, inge
         await socket.disconnect()
     assert closes  # Channels' own dispatch ran the handlers
     assert await sync_to_async(Event.objects.filter(session__session_id__in=["stock-1", "stock-2"]).count)() == 2
-    said = [r for r in caplog.records if r.name == "rtvi_monitor.consumers" and r.levelname == "WARNING"]
+    said = [r for r in caplog.records if r.name == "rtvi_monitor.live.consumers" and r.levelname == "WARNING"]
     assert len(said) == 1, said  # one line for the process, not one per socket
     assert "written for channels 4.3.2, found 4.2.0" in said[0].getMessage()
 
@@ -235,4 +235,4 @@ async def test_the_lean_dispatch_on_the_version_written_for(live_path, ingest_to
     # The writer's batch of sends is the one the consumers handed it (it imports nothing of daphne's).
     assert _writers[asyncio.get_running_loop()].sends_together is daphne_tuning.corked
     assert "daphne_tuning" not in Path(writer.__file__).read_text()
-    assert not [r for r in caplog.records if r.name == "rtvi_monitor.consumers" and r.levelname == "WARNING"]
+    assert not [r for r in caplog.records if r.name == "rtvi_monitor.live.consumers" and r.levelname == "WARNING"]
