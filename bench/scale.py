@@ -276,7 +276,7 @@ async def overview(http_url: str, browser: Browser, done: asyncio.Event) -> None
                 last = time.monotonic()
                 answer = await http.get(panel_url, headers=headers)
                 browser.refreshes.append((time.time(), (time.monotonic() - last) * 1000, answer.status_code))
-                if "live" in browser.kinds:
+                if "live" in browser.kinds or "changed" in browser.kinds:  # the list, or a change ping (?changes=1)
                     browser.ready.set()
 
         async def every():
