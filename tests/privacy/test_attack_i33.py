@@ -8,6 +8,7 @@ are strict xfails, each saying what gets through: the limits README's privacy se
 
 import asyncio
 import json
+import re
 import time
 
 import pytest
@@ -43,9 +44,14 @@ def strings(value) -> list[str]:
     return []
 
 
+# The dashboard's own times (a snapshot's "at", a session's start): ISO 8601 with microseconds, whose digits
+# hold a group of CARD one time in a few hundred ("...T14:12:54.316783" holds 3167). Never a bot's words.
+OWN_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?")
+
+
 def leaked(texts) -> list[str]:
     """The texts that still hold a group of CARD, read as a person reads digits (any script)."""
-    return [text for text in texts if any(group in normal(text) for group in GROUPS)]
+    return [text for text in texts if not OWN_TIME.fullmatch(text) and any(group in normal(text) for group in GROUPS)]
 
 
 def ingest_socket(session_id: str, token: str, stream: str | None = None) -> WebsocketCommunicator:
