@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: run test lint bench clean sdk sdk-test
+.PHONY: run test prerequisites lint bench clean sdk sdk-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,11 +42,17 @@ run: $(VENV)/.installed
 	trap 'kill $$bot 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) --websocket_connect_timeout 30 dashboard.asgi:application
 
-test: $(VENV)/.installed node_modules/.installed sdk-test
+# Every test runs: a machine that lacks Chromium, espeak-ng, Node.js, Redis or PostgreSQL stops at once
+# (tests/prerequisites.py says what and the one command, `sudo .ci/run`), and pytest runs with CI=true,
+# under which a test that finds something missing fails rather than skips.
+test: prerequisites $(VENV)/.installed node_modules/.installed sdk-test
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	node_modules/.bin/biome lint
 	node --test tests/js/
-	$(BIN)/python -m pytest
+	CI=true $(BIN)/python -m pytest
+
+prerequisites:
+	@$(PYTHON) tests/prerequisites.py
 
 # The bot package as a bot installs it: `pip install "./sdk[pipecat]"` in a fresh virtual environment
 # that has nothing of the server, then its own tests there, one of them a real Pipecat pipeline
@@ -55,7 +61,7 @@ SDK_VENV := .venv-sdk
 sdk-test: $(VENV)/.installed
 	rm -rf $(SDK_VENV) && $(PYTHON) -m venv $(SDK_VENV)
 	$(SDK_VENV)/bin/pip install --quiet "./sdk[pipecat]" pytest==9.2.0 pytest-asyncio==1.5.0
-	cd sdk && DASHBOARD_PYTHON=$(CURDIR)/$(BIN)/python ../$(SDK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	cd sdk && CI=true DASHBOARD_PYTHON=$(CURDIR)/$(BIN)/python ../$(SDK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 
 # A wheel and an sdist of the bot package, in sdk/dist/.
 sdk: $(VENV)/.installed
