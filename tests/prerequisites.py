@@ -39,7 +39,7 @@ def missing() -> list[str]:
         lacks.append(f"Redis listening at {REDIS_URL} (the scale-out tests; TEST_REDIS_URL to point elsewhere)")
     if not listening(DATABASE_URL, 5432):
         lacks.append(
-            f"PostgreSQL listening at {DATABASE_URL} (the database-specific tests; TEST_DATABASE_URL to point elsewhere)"
+            f"PostgreSQL listening at {DATABASE_URL} (the database tests; TEST_DATABASE_URL to point elsewhere)"
         )
     return lacks
 
