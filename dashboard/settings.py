@@ -199,8 +199,15 @@ DAPHNE_TUNING = envbool("DAPHNE_TUNING", "true")
 # credentials from AUDIO_S3_ACCESS_KEY_ID / AUDIO_S3_SECRET_ACCESS_KEY, else boto3's own (AWS_* variables,
 # an instance role). Recordings are never public: they are served only through the dashboard, which
 # checks the listener's role and writes the audit log.
+# S3's calls stay boto3's (signing, multipart, its own retries): they go to the deployment's own store, never to
+# an address a user gave, so the outbound client's guard has nothing to add; they get explicit timeouts and
+# bounded retries here instead of botocore's 60 s and legacy mode (AUDIO_S3_TIMEOUT seconds to connect and per
+# read, AUDIO_S3_ATTEMPTS in all).
 AUDIO_ROOT = Path(os.getenv("AUDIO_ROOT", str(BASE_DIR / "var" / "audio")))
 if os.getenv("AUDIO_S3_BUCKET"):
+    from botocore.config import Config as _S3Config
+
+    _s3_timeout = envfloat("AUDIO_S3_TIMEOUT", "10")
     AUDIO_STORAGE = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -213,6 +220,12 @@ if os.getenv("AUDIO_S3_BUCKET"):
             "default_acl": None,
             "querystring_auth": True,
             "file_overwrite": False,
+            "client_config": _S3Config(
+                connect_timeout=_s3_timeout,
+                read_timeout=_s3_timeout,
+                retries={"mode": "standard", "max_attempts": envint("AUDIO_S3_ATTEMPTS", "3")},
+                s3={"addressing_style": None},
+            ),
         },
     }
 else:

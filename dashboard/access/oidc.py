@@ -39,17 +39,22 @@ The ID token's issuer must be OIDC_ISSUER (when set) and its audience must inclu
 (mozilla-django-oidc checks neither); the userinfo's sub must be the ID token's (Core 5.3.2).
 """
 
+import base64
 import hashlib
 import logging
 
+import jwt
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.urls import reverse
+from django.utils.encoding import smart_str
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView
 
+from dashboard.net import openid
+from dashboard.net.errors import OutboundError
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry, Membership, Organization, Role
 
@@ -111,6 +116,10 @@ def _email(value) -> str:
     return value
 
 
+class ProviderRefused(Exception):
+    """The provider answered one of single sign-on's calls with an error (a code used twice, a wrong secret)."""
+
+
 class OrganizationBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend, with users found by (issuer, sub) and memberships from the claims."""
 
@@ -119,7 +128,52 @@ class OrganizationBackend(OIDCAuthenticationBackend):
         # with ?code=&state= in its URL must not make this server call the provider.
         if "nonce" not in kwargs or "username" in kwargs or "password" in kwargs:
             return None
-        return super().authenticate(request, **kwargs)
+        try:
+            return super().authenticate(request, **kwargs)
+        except (OutboundError, ProviderRefused) as error:
+            # The provider away, slow or saying no (a used code): the login page says single sign-on did not
+            # complete (FAILED), never a server error.
+            logger.warning("Single sign-on did not complete: %s", error)
+            return None
+
+    # mozilla-django-oidc makes its three calls to the provider with `requests`; here they go through the one
+    # outbound client (dashboard/net/openid.call: timeouts, retries, metrics), with the library's checks kept.
+
+    def get_token(self, payload):
+        payload, headers = dict(payload), {}
+        if self.get_settings("OIDC_TOKEN_USE_BASIC_AUTH", False):
+            secret = f"{payload.get('client_id')}:{payload.pop('client_secret', '')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
+        response = self._provider("POST", self.OIDC_OP_TOKEN_ENDPOINT, data=payload, headers=headers)
+        return response.json()
+
+    def get_userinfo(self, access_token, id_token, payload):
+        bearer = {"Authorization": f"Bearer {access_token}"}
+        response = self._provider("GET", self.OIDC_OP_USER_ENDPOINT, headers=bearer)
+        if response.headers.get("content-type", "").lower().startswith("application/jwt"):
+            return self.verify_token(response.text)  # userinfo claims may come signed
+        return response.json()
+
+    def retrieve_matching_jwk(self, token):
+        """The provider's key that signed `token`: its kid (OIDC_VERIFY_KID) and alg must match, as the library asks."""
+        keys = self._provider("GET", self.OIDC_OP_JWKS_ENDPOINT).json().get("keys") or []
+        header = jwt.get_unverified_header(token)
+        key = None
+        for jwk in keys:
+            if self.get_settings("OIDC_VERIFY_KID", True) and jwk.get("kid") != smart_str(header.get("kid")):
+                continue
+            if "alg" in jwk and jwk["alg"] != smart_str(header.get("alg")):
+                continue
+            key = jwk
+        if key is None:
+            raise SuspiciousOperation("Could not find a valid JWKS.")
+        return jwt.PyJWK(key)
+
+    def _provider(self, method: str, url: str, **options):
+        response = openid.call(method, url, self.get_settings("OIDC_TIMEOUT", 10) or 10, **options)
+        if response.status_code != 200:
+            raise ProviderRefused(f"{method} {url}: HTTP {response.status_code}")
+        return response
 
     def verify_claims(self, claims) -> bool:
         return isinstance(claims.get("sub"), str) and bool(claims["sub"])

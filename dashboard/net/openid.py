@@ -7,6 +7,9 @@ token call) reads `/.well-known/openid-configuration` through the outbound clien
 before, and keeps it; a failure is raised to that request, ImproperlyConfigured with the same words as
 before, and the next use asks again.
 
+`call` is how single sign-on's other calls (token, userinfo, keys) reach the provider: mozilla-django-oidc
+would make them with `requests`, outside the one client (dashboard/access/oidc.py overrides them).
+
 Synchronous, for mozilla-django-oidc's synchronous views and backend: called on a thread of the
 server's (daphne's) sync-to-async pool, the call runs on the server's loop and its shared client.
 """
@@ -53,6 +56,22 @@ def discovery(issuer: str, timeout: float = 10) -> dict:
             raise ImproperlyConfigured(f"OIDC_ISSUER is {issuer!r}, its discovery says {document.get('issuer')!r}")
         _documents[issuer] = document
         return document
+
+
+def call(method: str, url: str, timeout: float = 10, **options) -> outbound.Response:
+    """One call to the provider (its token, userinfo or keys endpoint) through the outbound client; raises an
+    OutboundError when there is no answer. The endpoints are the operator's own settings (or the provider's
+    discovery, which they named), so their hosts are allowed even when private, as the discovery's is."""
+    url = str(url)  # the settings' endpoints may be lazy (discovered at first use)
+    return async_to_sync(outbound.request)(
+        method,
+        url,
+        kind="oidc",
+        timeouts=outbound.Timeouts(connect=timeout, read=timeout, total=3 * timeout),
+        retries=1 if method.upper() == "GET" else 0,  # a code is good once: its POST is never sent twice
+        allow_hosts=[url],
+        **options,
+    )
 
 
 def endpoint(issuer: str, key: str, setting: str, timeout: float = 10) -> str:

@@ -2,7 +2,8 @@
 
 Its callers: the agents API and the rest of Pipecat Cloud's API (dashboard/agents/upstream.py), alert
 deliveries to webhooks, Slack, PagerDuty and Opsgenie (rtvi_monitor/alerts/rules.py), and an OpenID
-provider's discovery document (dashboard/net/openid.py). What every call gets:
+provider: its discovery document, and single sign-on's token, userinfo and keys calls (dashboard/net/openid.py,
+for mozilla-django-oidc's backend). What every call gets:
 
 - Timeouts (`Timeouts`): to connect, for each read or write, and in all (retries and the whole body
   included: a read timeout is per read, so an answer trickled a byte at a time would beat it alone).
@@ -287,6 +288,7 @@ async def request(
     kind: str,
     params: dict | None = None,
     json=None,
+    data: dict | None = None,
     headers: dict | None = None,
     timeouts: Timeouts | None = None,
     retries: int = 0,
@@ -307,7 +309,7 @@ async def request(
         raise ValueError(f"kind: one of {', '.join(KINDS)}, not {kind!r}")
     method = method.upper()
     timeouts = timeouts or DEFAULT_TIMEOUTS
-    send = {key: value for key, value in (("params", params), ("json", json)) if value is not None}
+    send = {key: value for key, value in (("params", params), ("json", json), ("data", data)) if value is not None}
     started, outcome = time.perf_counter(), "error"
     try:
         try:

@@ -10,6 +10,7 @@ tests skip, and fail under CI=true.
 
 import json
 import os
+import re
 import secrets
 import selectors
 import shutil
@@ -17,7 +18,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from tests.conftest import SCREENSHOTS, log_in, skip_or_fail
@@ -219,5 +222,47 @@ def test_password_logins_still_work_beside_sso(browser, sso):
         log_in(page, sso.server, "pat", "correct-horse-battery")
         page.wait_for_url(f"{sso.server.url}/")
         assert page.locator(".who").inner_text() == "pat"
+    finally:
+        context.close()
+
+
+def oidc_calls(sso: Sso) -> dict[str, float]:
+    """The server's count of its calls to the provider through the one outbound client, by outcome (/metrics)."""
+    if not hasattr(sso, "key"):
+        sso.key = sso.server.manage("create_api_key", "--create", "--org", ACME).splitlines()[-1]
+    text = httpx.get(f"{sso.server.url}/metrics", headers={"Authorization": f"Bearer {sso.key}"}).text
+    found = re.findall(r'^rtvi_outbound_requests_total\{kind="oidc",outcome="([^"]+)"\} (\S+)$', text, re.M)
+    return {outcome: float(value) for outcome, value in found}
+
+
+def test_sso_calls_the_provider_through_the_one_outbound_client(browser, sso):
+    """Token, keys and userinfo (mozilla-django-oidc would use `requests`) are counted as the client's calls."""
+    sso.set_accounts({"dee": {"email": "dee@example.com", "org": ACME, "role": "viewer"}})
+    before = oidc_calls(sso).get("2xx", 0)
+    context, page = sign_in_with_sso(browser, sso, "dee")
+    try:
+        assert page.url == f"{sso.server.url}/"
+    finally:
+        context.close()
+    assert oidc_calls(sso).get("2xx", 0) - before >= 3  # the token, the provider's keys and the userinfo
+
+
+def test_a_code_the_provider_refuses_comes_back_to_the_login_page_not_a_server_error(browser, sso):
+    """A made-up (or used) code: the provider answers the token call 400; the login page says SSO did not complete."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        asked = []  # the authorization request carries the dashboard's own state (kept in its session)
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto(f"{sso.server.url}/login/")
+        page.get_by_role("button", name="Sign in with Test IdP").click()
+        page.wait_for_selector("input[name=login]")
+        authorize = next(url for url in asked if url.startswith(sso.issuer) and "state=" in url)
+        state = parse_qs(urlsplit(authorize).query)["state"][0]
+        before = oidc_calls(sso).get("4xx", 0)
+        page.goto(f"{sso.server.url}/oidc/callback/?code=made-up-code&state={state}")
+        assert page.url == f"{sso.server.url}/login/?sso=failed"
+        assert "Single sign-on did not complete" in page.get_by_test_id("sso-failed").inner_text()
+        assert oidc_calls(sso).get("4xx", 0) == before + 1  # the token call, sent once (a code is never sent twice)
     finally:
         context.close()

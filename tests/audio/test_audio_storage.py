@@ -2,6 +2,10 @@
 moto's server on loopback speaks S3's REST API; boto3 talks to it as it would to AWS, MinIO or R2."""
 
 import io
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import boto3
@@ -15,7 +19,7 @@ from rtvi_monitor.audio.models import AudioChunk
 from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.sessions.models import Session
 from tests.audio.test_audio import put
-from tests.server import free_port
+from tests.server import ROOT, free_port
 from tests.speech import speak
 
 # Chunks are stored on the audio thread, with its own connection: the test database is committed.
@@ -89,3 +93,14 @@ def test_a_recording_goes_to_s3_is_played_from_it_and_erased_from_it(
         response = Client().delete("/api/sessions/s3-call/", **auth)
     assert response.status_code == 200 and response.json()["audio_chunks"] == 1
     assert "Contents" not in s3_audio.list_objects_v2(Bucket=BUCKET)  # erased from the bucket too
+
+
+def test_s3_calls_have_explicit_timeouts_and_bounded_retries():
+    """The settings' S3 storage (AUDIO_S3_BUCKET) gives boto3 timeouts and retries of its own, not botocore's 60 s."""
+    code = (
+        "import json; from dashboard import settings as s; c = s.STORAGES['audio']['OPTIONS']['client_config'];"
+        " print(json.dumps([c.connect_timeout, c.read_timeout, c.retries]))"
+    )
+    env = {**os.environ, "AUDIO_S3_BUCKET": "calls", "AUDIO_S3_TIMEOUT": "4", "AUDIO_S3_ATTEMPTS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert json.loads(out.stdout.splitlines()[-1]) == [4.0, 4.0, {"mode": "standard", "max_attempts": 2}]
