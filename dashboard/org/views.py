@@ -12,6 +12,7 @@ The organization switcher and accepting an invitation are here too: they
 are for any signed-in user.
 """
 
+import json
 import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import BadRequest
 from django.core.mail import send_mail
+from django.core.validators import MinValueValidator
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,7 +37,9 @@ from dashboard.access.auth import ORGANIZATION_SESSION_KEY, member_required, mem
 from dashboard.agents import service as agents_service
 from dashboard.org import audit
 from dashboard.org.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
+from dashboard.web.forms import UnitInput
 from dashboard.web.http import whole_number
+from rtvi_monitor.alerts import thresholds
 from rtvi_monitor.alerts.models import AlertRule
 from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.redaction.models import RedactionRule
@@ -186,7 +190,7 @@ def accept_invitation(request, secret: str):
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField()
+    email = forms.EmailField(label="E-mail")
     role = forms.ChoiceField(choices=Role.choices, initial=Role.OPERATOR)
 
 
@@ -207,6 +211,17 @@ def _change_member(request, organization, do: str):
             _changed(request, audit.Action.ROLE_CHANGED, membership.user.get_username(), before=before, after=role)
             messages.success(request, f"{membership.user.get_username()} is now {role}.")
     return redirect("org_members")
+
+
+def _members_offered(organization) -> list[Membership]:
+    """The members, each with the roles it may be given and whether it may be removed, as the change would be
+    answered (Membership.leaves_no_admin): the page offers nothing the server would refuse."""
+    listed = list(organization.members.select_related("user").order_by("user__username"))
+    admins = Membership.admin_ids(organization.pk, lock=False)
+    for member in listed:
+        member.roles_offered = [(v, label) for v, label in Role.choices if not member.leaves_no_admin(v, admins)]
+        member.removable = not member.leaves_no_admin(None, admins)
+    return listed
 
 
 @member_required("org.members")
@@ -249,11 +264,11 @@ def members(request):
         request,
         "members.html",
         {
-            "members": organization.members.select_related("user").order_by("user__username"),
+            "members": _members_offered(organization),
             "invitations": organization.invitations.order_by("-created_at")[:50],
             "form": form,
             "link": link,
-            "roles": Role.choices,
+            "valid_days": Invitation.VALID_FOR.days,
             "nonce": _nonce(request),
         },
         status=400 if request.method == "POST" and not link else 200,
@@ -334,7 +349,12 @@ def _agent_choices(organization) -> list[tuple[str, str]]:
 
 
 class AlertRuleForm(forms.ModelForm):
+    """A rule as a person types it: its threshold in the unit shown beside it (seconds for a latency, percent
+    for a share), stored in its condition's own measure by rtvi_monitor/alerts/thresholds.py, the one rule."""
+
     agent_choice = forms.ChoiceField(label="Agent", required=False)
+    threshold = forms.DecimalField(required=False, min_value=0, max_value=10**9, widget=UnitInput())
+    field_order = ["name", "condition", "agent_choice", "threshold", "window_minutes", "severity"]
 
     class Meta:
         model = AlertRule
@@ -350,14 +370,57 @@ class AlertRuleForm(forms.ModelForm):
             "email",
             "enabled",
         )
+        labels = {
+            "window_minutes": "Window",
+            "runbook_url": "Runbook link",
+            "renotify_minutes": "Re-notify every",
+            "webhook_url": "Webhook URL",
+            "email": "E-mail",
+        }
+        widgets = {"window_minutes": UnitInput("min"), "renotify_minutes": UnitInput("min")}
 
     def __init__(self, *args, organization=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.organization = organization
         self.fields["agent_choice"].choices = _agent_choices(organization)
         self.fields["webhook_url"].assume_scheme = "https"
-        self.fields["renotify_minutes"].min_value = 1
+        for name in ("renotify_minutes", "window_minutes"):  # 0 minutes is no window: at least 1
+            self.fields[name].validators.append(MinValueValidator(1))
+            self.fields[name].widget.attrs["min"] = 1
         self.fields["severity"].help_text = "Blank: by the condition (fatal errors critical, latency a warning…)."
+        self.fields["condition"].choices = [("", "choose a condition")] + [  # its unit is beside the threshold
+            (value, label.replace(" above threshold ms", " above the threshold"))
+            for value, label in AlertRule.Condition.choices
+        ]
+        self.fields["severity"].choices = [("", "by the condition"), *AlertRule.Severity.choices]
+        self.fields["threshold"].help_text = "In the unit beside it. Blank: the condition's default."
+        if self.instance.pk and not self.is_bound:
+            self.initial["threshold"] = thresholds.typed(self.instance.condition, self.instance.threshold)
+        self._say_units(self["condition"].value() or "")
+
+    def _say_units(self, condition: str) -> None:
+        """The threshold's unit and the defaults of the condition chosen, and every condition's for the page's
+        script (static/js/alert_rule_form.js), which says them again when another condition is chosen."""
+        units = thresholds.units()
+        said = units.get(condition, {"unit": "", "default": "", "none": "", "window": ""})
+        threshold, window = self.fields["threshold"].widget, self.fields["window_minutes"].widget
+        threshold.unit = said["none"] or said["unit"]
+        threshold.attrs.update({"data-units": json.dumps(units), "placeholder": said["default"]})
+        if said["none"]:
+            threshold.attrs["disabled"] = True
+        window.attrs["placeholder"] = said["window"]
+
+    def clean(self):
+        cleaned = super().clean()
+        condition, entered = cleaned.get("condition"), cleaned.get("threshold")
+        if condition and entered is not None:
+            value = thresholds.stored(condition, entered)
+            if condition in thresholds.FIRES_WITHOUT:
+                self.add_error("threshold", "This condition takes no threshold: leave it blank.")
+            elif refused := thresholds.refusal(condition, value):
+                self.add_error("threshold", refused[:1].upper() + refused[1:] + ".")
+            cleaned["threshold"] = value
+        return cleaned
 
     def clean_runbook_url(self):
         from rtvi_monitor.alerts import notify as alert_channels
@@ -412,6 +475,12 @@ class PriceForm(forms.ModelForm):
             "usd_per_thousand_characters",
             "usd_per_audio_minute",
         )
+        labels = {
+            "usd_per_million_input_tokens": "USD per million input tokens",
+            "usd_per_million_output_tokens": "USD per million output tokens",
+            "usd_per_thousand_characters": "USD per thousand characters",
+            "usd_per_audio_minute": "USD per audio minute",
+        }
 
 
 class RedactionRuleForm(forms.ModelForm):
@@ -468,7 +537,9 @@ def _rows_page(request, kind: str):
         status = 400
     else:
         form = _form(form_class, request, None, editing)
-    context = {"kind": kind, "title": title, "called": called, "rows": rows, "form": form, "editing": editing}
+    a_called = f"{'an' if called[0] in 'aeiou' else 'a'} {called}"
+    context = {"kind": kind, "title": title, "called": called, "a_called": a_called, "rows": rows, "form": form}
+    context["editing"] = editing
     if kind == "org_alert_rules":  # its own page: each rule's channels, their test-send buttons
         return _render(request, "alert_rules.html", {**context, **_channels_context(editing)}, status=status)
     return _render(request, "rows.html", context, status=status)
@@ -570,10 +641,25 @@ def redaction(request):
 # --- retention ----------------------------------------------------------------------------
 
 
+KEPT = {  # the days each kind of data is kept, as the retention and recording forms name them
+    "keep_messages_days": "Messages and transcripts",
+    "keep_sessions_days": "Calls",
+    "keep_spans_days": "Trace spans",
+    "keep_alerts_days": "Resolved alerts",
+    "keep_audio_days": "Recordings",
+}
+
+
+def _days(fields) -> dict:
+    return {name: UnitInput("days") for name in fields if name in KEPT}
+
+
 class RetentionForm(forms.ModelForm):
     class Meta:
         model = Organization
         fields = Organization.RETENTION_FIELDS
+        labels = KEPT
+        widgets = _days(Organization.RETENTION_FIELDS)
 
 
 class AgentRetentionForm(forms.ModelForm):
@@ -582,6 +668,8 @@ class AgentRetentionForm(forms.ModelForm):
     class Meta:
         model = AgentRetention
         fields = ("agent_id", "keep_messages_days", "keep_sessions_days")
+        labels = KEPT
+        widgets = _days(fields)
 
     def __init__(self, *args, organization=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -652,7 +740,9 @@ class RecordingForm(forms.ModelForm):
     class Meta:
         model = Organization
         fields = ("record_audio", "audio_agents", "audio_role", "keep_audio_days")
-        widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3})}
+        labels = {"record_audio": "Record calls", "audio_agents": "Only these agents", "audio_role": "Who may listen"}
+        labels["keep_audio_days"] = "Keep recordings"
+        widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3}), **_days(fields)}
 
 
 @member_required("org.settings")
