@@ -105,10 +105,10 @@ def refusal(condition: str, value: float) -> str | None:
     if condition in FIRES_WITHOUT:
         return f"{condition} takes none (its window_minutes says when it fires)"
     if value < 0:
-        return "out of range: it is 0 or more"
+        return "out of range: a threshold is 0 or more"
     measure = MEASURES.get(condition)
     if measure is not None and measure.most is not None and value > measure.most:
-        return f"out of range: {condition} takes a percentage, 0-100"
+        return "out of range: a share of sessions is from 0 to 100 %"
     return None
 
 
