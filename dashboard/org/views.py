@@ -689,7 +689,9 @@ def retention(request):
     organization = request.organization
     do = request.POST.get("do", "")
     form = RetentionForm(request.POST if do == "organization" else None, instance=organization)
-    agent_form = AgentRetentionForm(request.POST if do == "agent" else None, organization=organization)
+    agent_form = AgentRetentionForm(  # its own ids: the organization's form above has the same fields
+        request.POST if do == "agent" else None, organization=organization, auto_id="agent_%s"
+    )
     status = 200
     if request.method == "POST":
         if do == "organization" and form.is_valid():
