@@ -333,6 +333,11 @@ class ApiKey(Secret):
     def scope_set(self) -> set[str]:
         return {scope.strip() for scope in self.scopes.split(",") if scope.strip()}
 
+    @property
+    def scope_list(self) -> list[str]:
+        """Its scopes in SCOPES' order, as a page lists them ("read, write")."""
+        return [scope for scope in self.SCOPES if scope in self.scope_set]
+
     def allows(self, scope: str) -> bool:
         return scope in self.scope_set
 

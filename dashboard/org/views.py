@@ -287,7 +287,12 @@ class KeyForm(forms.Form):
         initial=["read"],
     )
     expires_in_days = forms.IntegerField(
-        min_value=1, max_value=3650, required=False, help_text="Blank: it never expires."
+        label="Expires in",
+        widget=UnitInput("days"),
+        min_value=1,
+        max_value=3650,
+        required=False,
+        help_text="Blank: it never expires.",
     )
 
 
@@ -299,8 +304,9 @@ class TokenForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def keys(request):
     organization = request.organization
-    key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None)
-    token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None)
+    # Each form its own ids: both have a name, and a label names one input.
+    key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None, auto_id="key_%s")
+    token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None, auto_id="token_%s")
     shown = None
     if request.method == "POST":
         do = request.POST.get("do", "")
@@ -312,10 +318,10 @@ def keys(request):
             record.scopes = ",".join(scope for scope in ApiKey.SCOPES if scope in key_form.cleaned_data["scopes"])
             record.expires_at = timezone.now() + timedelta(days=days) if days else None
             record.save(update_fields=["scopes", "expires_at"])
-            shown, key_form = ("private API key", secret), KeyForm()
+            shown, key_form = ("private API key", secret), KeyForm(auto_id="key_%s")
         elif do == "token" and token_form.is_valid():
             _, secret = IngestToken.issue(organization, token_form.cleaned_data["name"], request=request)
-            shown, token_form = ("ingest token", secret), TokenForm()
+            shown, token_form = ("ingest token", secret), TokenForm(auto_id="token_%s")
         elif do in ("revoke-key", "revoke-token"):
             model = ApiKey if do == "revoke-key" else IngestToken
             record = get_object_or_404(model, pk=_sent_id(request.POST, "id"), organization=organization)
@@ -766,7 +772,9 @@ def recording(request):
 
 
 class EraseForm(forms.Form):
-    session_id = forms.CharField(max_length=200, required=False, label="A session's id")
+    session_id = forms.CharField(
+        max_length=200, required=False, label="A session's id", help_text="One call, as its page names it. Or:"
+    )
     caller = forms.CharField(
         max_length=200,
         required=False,

@@ -189,3 +189,26 @@ def test_a_refused_login_says_it_matches_no_account_and_names_no_staff(browser, 
         page.screenshot(path=str(SCREENSHOTS / f"settings-truth-login-{width}.png"), full_page=True)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("admin", WIDTHS, indirect=True)
+def test_keys_read_as_words_each_label_names_its_own_input_and_the_audit_filters_line_up(admin):
+    page, server, width, _ = admin
+    page.goto(f"{server.url}/settings/keys/")
+    demo_key = page.locator("[data-testid=api-keys] tbody tr").first
+    assert _cell(demo_key, "Scopes") == "read, write"  # the demo's key, as words
+    ids = page.evaluate("[...document.querySelectorAll('[id]')].map((e) => e.id)")
+    assert len(ids) == len(set(ids))  # the key's and the token's forms both have a name: each its own id
+    assert page.locator("label[for=key_expires_in_days]").inner_text() == "Expires in:"
+    assert _beside(page, "#key_expires_in_days") == "days"
+    key_form = page.locator("form", has=page.locator("input[name=do][value=key]"))
+    _one_column_of_inputs(page, key_form, width)
+    _fits(page, width)
+    page.screenshot(path=str(SCREENSHOTS / f"settings-truth-keys-{width}.png"), full_page=True)
+
+    page.goto(f"{server.url}/audit/")
+    filters = page.locator("[data-testid=audit-filters] input, [data-testid=audit-filters] select")
+    lefts = {round(_box(filters.nth(i))["x"]) for i in range(filters.count())}
+    if width < 600:
+        assert len(lefts) == 1, lefts  # on a phone, each filter's name above its input: one column
+    _fits(page, width)
