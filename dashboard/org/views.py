@@ -395,8 +395,7 @@ class AlertRuleForm(forms.ModelForm):
             self.fields[name].widget.attrs["min"] = 1
         self.fields["severity"].help_text = "Blank: by the condition (fatal errors critical, latency a warning…)."
         self.fields["condition"].choices = [("", "choose a condition")] + [  # its unit is beside the threshold
-            (value, label.replace(" above threshold ms", " above the threshold"))
-            for value, label in AlertRule.Condition.choices
+            (value, thresholds.condition_text(value)) for value in AlertRule.Condition.values
         ]
         self.fields["severity"].choices = [("", "by the condition"), *AlertRule.Severity.choices]
         self.fields["threshold"].help_text = "In the unit beside it. Blank: the condition's default."

@@ -73,6 +73,14 @@ def threshold(rule) -> str:
 
 
 @register.filter
+def condition(rule) -> str:
+    """A rule's condition in words, its unit left to its threshold (thresholds.condition_text)."""
+    from rtvi_monitor.alerts import thresholds
+
+    return thresholds.condition_text(rule.condition)
+
+
+@register.filter
 def window(rule) -> str:
     """A rule's window: "15 min", or "15 min (default)" when the rule sets none (thresholds.window_text)."""
     from rtvi_monitor.alerts import thresholds

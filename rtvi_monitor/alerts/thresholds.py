@@ -32,6 +32,18 @@ FIRES_WITHOUT = {
 }
 
 
+def condition_text(condition: str) -> str:
+    """A condition in words beside its threshold, which says its own unit: the model's words without the unit
+    ("an agent's turn latency p95 above the threshold", not "… above threshold ms" beside "1.5 s")."""
+    try:
+        words = C(condition).label
+    except ValueError:
+        return str(condition)
+    for unit in (" ms", " %", " times"):
+        words = words.replace(f"threshold{unit}", "the threshold")
+    return words.replace("above threshold", "above the threshold")
+
+
 def _count(value: float) -> str:
     return f"{value:g}"
 

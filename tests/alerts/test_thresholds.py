@@ -63,3 +63,10 @@ def test_what_a_threshold_cannot_be():
     assert thresholds.refusal(C.ENDED_BADLY, -1).startswith("out of range")
     assert thresholds.refusal(C.FATAL_ERROR, 3) == "fatal_error takes none (its window_minutes says when it fires)"
     assert thresholds.refusal(C.TURN_LATENCY_P95, 10_000_000) is None
+
+
+def test_a_conditions_words_leave_the_unit_to_its_threshold():
+    assert thresholds.condition_text(C.TURN_LATENCY_P95) == "an agent's turn latency p95 above the threshold"
+    assert thresholds.condition_text(C.ERROR_RATE) == "share of sessions with errors above the threshold"
+    assert thresholds.condition_text(C.FATAL_ERROR) == C.FATAL_ERROR.label
+    assert all(" ms" not in thresholds.condition_text(c) and "%" not in thresholds.condition_text(c) for c in C.values)

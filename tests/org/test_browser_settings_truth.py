@@ -84,6 +84,7 @@ def test_a_threshold_reads_in_its_unit_is_typed_beside_it_and_comes_back_as_type
     # The Alerts page's words for the demo's rules, and what a default is.
     slow = page.locator("[data-testid=rows] tr", has_text="Slow turns")
     assert _cell(slow, "Threshold") == "5.0 s"
+    assert _cell(slow, "Condition") == "an agent's turn latency p95 above the threshold"  # no "ms" beside "5.0 s"
     assert _cell(page.locator("[data-testid=rows] tr", has_text="Errors in over a fifth"), "Threshold") == "20 %"
     assert _cell(page.locator("[data-testid=rows] tr", has_text="Calls dropping"), "Threshold") == "4"
     fatal = page.locator("[data-testid=rows] tr", has_text="Fatal errors")
