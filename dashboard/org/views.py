@@ -37,7 +37,7 @@ from dashboard.access.auth import ORGANIZATION_SESSION_KEY, member_required, mem
 from dashboard.agents import service as agents_service
 from dashboard.org import audit
 from dashboard.org.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
-from dashboard.web.forms import UnitInput
+from dashboard.web.forms import NumberInput, UnitInput
 from dashboard.web.http import whole_number
 from rtvi_monitor.alerts import thresholds
 from rtvi_monitor.alerts.models import AlertRule
@@ -486,6 +486,7 @@ class PriceForm(forms.ModelForm):
             "usd_per_thousand_characters": "USD per thousand characters",
             "usd_per_audio_minute": "USD per audio minute",
         }
+        widgets = {name: NumberInput(attrs={"step": "any"}) for name in labels}
 
 
 class RedactionRuleForm(forms.ModelForm):

@@ -1,10 +1,23 @@
-"""What the settings' forms share: a number typed in a unit that is shown beside its input."""
+"""What the settings' forms share: a number shown as typed, and one typed in a unit shown beside its input."""
+
+from decimal import Decimal
 
 from django import forms
 from django.utils.html import format_html
 
 
-class UnitInput(forms.NumberInput):
+class NumberInput(forms.NumberInput):
+    """A number input that shows a whole number without a decimal point ("7", not "7.0")."""
+
+    def format_value(self, value):
+        """Any other number as Python writes it back exactly ("0.0043"), never in exponent form."""
+        if isinstance(value, float):
+            text = repr(value)
+            return text.removesuffix(".0") if "e" not in text else format(Decimal(text), "f")
+        return super().format_value(value)
+
+
+class UnitInput(NumberInput):
     """A number input with its unit beside it ("s", "%", "min", "days"): <input …> <span class="unit">s</span>.
 
     The unit's element is `<id>-unit`, so that a page's script can say another unit when the input's meaning
@@ -14,13 +27,6 @@ class UnitInput(forms.NumberInput):
     def __init__(self, unit: str = "", attrs: dict | None = None):
         super().__init__({"step": "any", **(attrs or {})})
         self.unit = unit
-
-    def format_value(self, value):
-        """A whole number without a decimal point ("7", not "7.0"); any other as Python writes it back exactly."""
-        if isinstance(value, float):
-            text = repr(value)
-            return text.removesuffix(".0") if "e" not in text else format(value, "f")
-        return super().format_value(value)
 
     def get_context(self, name, value, attrs):
         context = super().get_context(name, value, attrs)

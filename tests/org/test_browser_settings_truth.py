@@ -154,6 +154,10 @@ def test_prices_read_as_money_and_retention_in_days(admin):
     gpt = page.locator("[data-testid=rows] tr", has_text="gpt-4o-mini")
     assert _cell(gpt, "$ / M input tokens") == "$0.15" and _cell(gpt, "$ / 1k characters") == "$0.00"
     assert page.locator("#h-form").inner_text() == "Add a price"
+    gpt.locator("a", has_text="edit").click()
+    page.wait_for_url("**/settings/prices/?edit=*")
+    assert page.locator("#id_usd_per_million_input_tokens").input_value() == "0.15"
+    assert page.locator("#id_usd_per_audio_minute").input_value() == "0"  # not "0.0"
     form = page.locator("section", has=page.locator("#h-form")).locator("form")
     assert form.locator("label[for=id_usd_per_million_input_tokens]").inner_text() == "USD per million input tokens:"
     _one_column_of_inputs(page, form, width)
