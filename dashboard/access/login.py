@@ -31,6 +31,8 @@ class ThrottledAuthenticationForm(AuthenticationForm):
     locked_message = ""  # what the page says when attempts are locked out
     error_messages = {
         **AuthenticationForm.error_messages,
+        # Which of the two was wrong is not said. Any account may sign in: a role is asked of each page after.
+        "invalid_login": "That username and password do not match an account. Both are case-sensitive.",
         "locked": "Too many failed sign-ins; try again in %(minutes)s minutes.",
     }
 

@@ -154,17 +154,24 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
 
-    def leaves_no_admin(self, role: str | None) -> bool:
+    @staticmethod
+    def admin_ids(organization_id, lock: bool = True) -> set[int]:
+        """The ids of an organization's admins' memberships, locked until the caller's transaction ends (or not:
+        a page that only shows what it offers; the change itself asks again, locked)."""
+        admins = Membership.objects.select_for_update() if lock else Membership.objects.all()
+        return set(admins.filter(organization_id=organization_id, role=Role.ADMIN).values_list("pk", flat=True))
+
+    def leaves_no_admin(self, role: str | None, admins: set[int] | None = None) -> bool:
         """Whether giving this member `role` (None: removing them) would leave their organization with no admin:
         an organization keeps one, whoever changes it (its admins' members page, single sign-on's claims).
 
         Reads the organization's admins as they are now and locks them until the caller's transaction ends,
-        so two changes at once (two admins demoting each other) take turns and the second sees the first.
+        so two changes at once (two admins demoting each other) take turns and the second sees the first;
+        or is given them (`admin_ids(…, lock=False)`, read once for a page of members).
         """
         if role == Role.ADMIN:
             return False
-        admins = Membership.objects.select_for_update().filter(organization_id=self.organization_id, role=Role.ADMIN)
-        return set(admins.values_list("pk", flat=True)) == {self.pk}
+        return (self.admin_ids(self.organization_id) if admins is None else admins) == {self.pk}
 
 
 class Invitation(models.Model):
@@ -325,6 +332,11 @@ class ApiKey(Secret):
     @property
     def scope_set(self) -> set[str]:
         return {scope.strip() for scope in self.scopes.split(",") if scope.strip()}
+
+    @property
+    def scope_list(self) -> list[str]:
+        """Its scopes in SCOPES' order, as a page lists them ("read, write")."""
+        return [scope for scope in self.SCOPES if scope in self.scope_set]
 
     def allows(self, scope: str) -> bool:
         return scope in self.scope_set

@@ -12,6 +12,7 @@ The organization switcher and accepting an invitation are here too: they
 are for any signed-in user.
 """
 
+import json
 import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import BadRequest
 from django.core.mail import send_mail
+from django.core.validators import MinValueValidator
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,7 +37,9 @@ from dashboard.access.auth import ORGANIZATION_SESSION_KEY, member_required, mem
 from dashboard.agents import service as agents_service
 from dashboard.org import audit
 from dashboard.org.models import AgentRetention, ApiKey, Invitation, Membership, Organization, Price, Role
+from dashboard.web.forms import NumberInput, UnitInput
 from dashboard.web.http import whole_number
+from rtvi_monitor.alerts import thresholds
 from rtvi_monitor.alerts.models import AlertRule
 from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.redaction.models import RedactionRule
@@ -186,7 +190,7 @@ def accept_invitation(request, secret: str):
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField()
+    email = forms.EmailField(label="E-mail")
     role = forms.ChoiceField(choices=Role.choices, initial=Role.OPERATOR)
 
 
@@ -207,6 +211,17 @@ def _change_member(request, organization, do: str):
             _changed(request, audit.Action.ROLE_CHANGED, membership.user.get_username(), before=before, after=role)
             messages.success(request, f"{membership.user.get_username()} is now {role}.")
     return redirect("org_members")
+
+
+def _members_offered(organization) -> list[Membership]:
+    """The members, each with the roles it may be given and whether it may be removed, as the change would be
+    answered (Membership.leaves_no_admin): the page offers nothing the server would refuse."""
+    listed = list(organization.members.select_related("user").order_by("user__username"))
+    admins = Membership.admin_ids(organization.pk, lock=False)
+    for member in listed:
+        member.roles_offered = [(v, label) for v, label in Role.choices if not member.leaves_no_admin(v, admins)]
+        member.removable = not member.leaves_no_admin(None, admins)
+    return listed
 
 
 @member_required("org.members")
@@ -249,11 +264,11 @@ def members(request):
         request,
         "members.html",
         {
-            "members": organization.members.select_related("user").order_by("user__username"),
+            "members": _members_offered(organization),
             "invitations": organization.invitations.order_by("-created_at")[:50],
             "form": form,
             "link": link,
-            "roles": Role.choices,
+            "valid_days": Invitation.VALID_FOR.days,
             "nonce": _nonce(request),
         },
         status=400 if request.method == "POST" and not link else 200,
@@ -272,7 +287,12 @@ class KeyForm(forms.Form):
         initial=["read"],
     )
     expires_in_days = forms.IntegerField(
-        min_value=1, max_value=3650, required=False, help_text="Blank: it never expires."
+        label="Expires in",
+        widget=UnitInput("days"),
+        min_value=1,
+        max_value=3650,
+        required=False,
+        help_text="Blank: it never expires.",
     )
 
 
@@ -284,8 +304,9 @@ class TokenForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def keys(request):
     organization = request.organization
-    key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None)
-    token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None)
+    # Each form its own ids: both have a name, and a label names one input.
+    key_form = KeyForm(request.POST if request.POST.get("do") == "key" else None, auto_id="key_%s")
+    token_form = TokenForm(request.POST if request.POST.get("do") == "token" else None, auto_id="token_%s")
     shown = None
     if request.method == "POST":
         do = request.POST.get("do", "")
@@ -297,10 +318,10 @@ def keys(request):
             record.scopes = ",".join(scope for scope in ApiKey.SCOPES if scope in key_form.cleaned_data["scopes"])
             record.expires_at = timezone.now() + timedelta(days=days) if days else None
             record.save(update_fields=["scopes", "expires_at"])
-            shown, key_form = ("private API key", secret), KeyForm()
+            shown, key_form = ("private API key", secret), KeyForm(auto_id="key_%s")
         elif do == "token" and token_form.is_valid():
             _, secret = IngestToken.issue(organization, token_form.cleaned_data["name"], request=request)
-            shown, token_form = ("ingest token", secret), TokenForm()
+            shown, token_form = ("ingest token", secret), TokenForm(auto_id="token_%s")
         elif do in ("revoke-key", "revoke-token"):
             model = ApiKey if do == "revoke-key" else IngestToken
             record = get_object_or_404(model, pk=_sent_id(request.POST, "id"), organization=organization)
@@ -334,7 +355,12 @@ def _agent_choices(organization) -> list[tuple[str, str]]:
 
 
 class AlertRuleForm(forms.ModelForm):
+    """A rule as a person types it: its threshold in the unit shown beside it (seconds for a latency, percent
+    for a share), stored in its condition's own measure by rtvi_monitor/alerts/thresholds.py, the one rule."""
+
     agent_choice = forms.ChoiceField(label="Agent", required=False)
+    threshold = forms.DecimalField(required=False, min_value=0, max_value=10**9, widget=UnitInput())
+    field_order = ["name", "condition", "agent_choice", "threshold", "window_minutes", "severity"]
 
     class Meta:
         model = AlertRule
@@ -350,14 +376,56 @@ class AlertRuleForm(forms.ModelForm):
             "email",
             "enabled",
         )
+        labels = {
+            "window_minutes": "Window",
+            "runbook_url": "Runbook link",
+            "renotify_minutes": "Re-notify every",
+            "webhook_url": "Webhook URL",
+            "email": "E-mail",
+        }
+        widgets = {"window_minutes": UnitInput("min"), "renotify_minutes": UnitInput("min")}
 
     def __init__(self, *args, organization=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.organization = organization
         self.fields["agent_choice"].choices = _agent_choices(organization)
         self.fields["webhook_url"].assume_scheme = "https"
-        self.fields["renotify_minutes"].min_value = 1
+        for name in ("renotify_minutes", "window_minutes"):  # 0 minutes is no window: at least 1
+            self.fields[name].validators.append(MinValueValidator(1))
+            self.fields[name].widget.attrs["min"] = 1
         self.fields["severity"].help_text = "Blank: by the condition (fatal errors critical, latency a warning…)."
+        self.fields["condition"].choices = [("", "choose a condition")] + [  # its unit is beside the threshold
+            (value, thresholds.condition_text(value)) for value in AlertRule.Condition.values
+        ]
+        self.fields["severity"].choices = [("", "by the condition"), *AlertRule.Severity.choices]
+        self.fields["threshold"].help_text = "In the unit beside it. Blank: the condition's default."
+        if self.instance.pk and not self.is_bound:
+            self.initial["threshold"] = thresholds.typed(self.instance.condition, self.instance.threshold)
+        self._say_units(self["condition"].value() or "")
+
+    def _say_units(self, condition: str) -> None:
+        """The threshold's unit and the defaults of the condition chosen, and every condition's for the page's
+        script (static/js/alert_rule_form.js), which says them again when another condition is chosen."""
+        units = thresholds.units()
+        said = units.get(condition, {"unit": "", "default": "", "none": "", "window": ""})
+        threshold, window = self.fields["threshold"].widget, self.fields["window_minutes"].widget
+        threshold.unit = said["none"] or said["unit"]
+        threshold.attrs.update({"data-units": json.dumps(units), "placeholder": said["default"]})
+        if said["none"]:
+            threshold.attrs["disabled"] = True
+        window.attrs["placeholder"] = said["window"]
+
+    def clean(self):
+        cleaned = super().clean()
+        condition, entered = cleaned.get("condition"), cleaned.get("threshold")
+        if condition and entered is not None:
+            value = thresholds.stored(condition, entered)
+            if condition in thresholds.FIRES_WITHOUT:
+                self.add_error("threshold", "This condition takes no threshold: leave it blank.")
+            elif refused := thresholds.refusal(condition, value):
+                self.add_error("threshold", refused[:1].upper() + refused[1:] + ".")
+            cleaned["threshold"] = value
+        return cleaned
 
     def clean_runbook_url(self):
         from rtvi_monitor.alerts import notify as alert_channels
@@ -412,6 +480,13 @@ class PriceForm(forms.ModelForm):
             "usd_per_thousand_characters",
             "usd_per_audio_minute",
         )
+        labels = {
+            "usd_per_million_input_tokens": "USD per million input tokens",
+            "usd_per_million_output_tokens": "USD per million output tokens",
+            "usd_per_thousand_characters": "USD per thousand characters",
+            "usd_per_audio_minute": "USD per audio minute",
+        }
+        widgets = {name: NumberInput(attrs={"step": "any"}) for name in labels}
 
 
 class RedactionRuleForm(forms.ModelForm):
@@ -468,7 +543,9 @@ def _rows_page(request, kind: str):
         status = 400
     else:
         form = _form(form_class, request, None, editing)
-    context = {"kind": kind, "title": title, "called": called, "rows": rows, "form": form, "editing": editing}
+    a_called = f"{'an' if called[0] in 'aeiou' else 'a'} {called}"
+    context = {"kind": kind, "title": title, "called": called, "a_called": a_called, "rows": rows, "form": form}
+    context["editing"] = editing
     if kind == "org_alert_rules":  # its own page: each rule's channels, their test-send buttons
         return _render(request, "alert_rules.html", {**context, **_channels_context(editing)}, status=status)
     return _render(request, "rows.html", context, status=status)
@@ -570,10 +647,25 @@ def redaction(request):
 # --- retention ----------------------------------------------------------------------------
 
 
+KEPT = {  # the days each kind of data is kept, as the retention and recording forms name them
+    "keep_messages_days": "Messages and transcripts",
+    "keep_sessions_days": "Calls",
+    "keep_spans_days": "Trace spans",
+    "keep_alerts_days": "Resolved alerts",
+    "keep_audio_days": "Recordings",
+}
+
+
+def _days(fields) -> dict:
+    return {name: UnitInput("days") for name in fields if name in KEPT}
+
+
 class RetentionForm(forms.ModelForm):
     class Meta:
         model = Organization
         fields = Organization.RETENTION_FIELDS
+        labels = KEPT
+        widgets = _days(Organization.RETENTION_FIELDS)
 
 
 class AgentRetentionForm(forms.ModelForm):
@@ -582,6 +674,8 @@ class AgentRetentionForm(forms.ModelForm):
     class Meta:
         model = AgentRetention
         fields = ("agent_id", "keep_messages_days", "keep_sessions_days")
+        labels = KEPT
+        widgets = _days(fields)
 
     def __init__(self, *args, organization=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -601,7 +695,9 @@ def retention(request):
     organization = request.organization
     do = request.POST.get("do", "")
     form = RetentionForm(request.POST if do == "organization" else None, instance=organization)
-    agent_form = AgentRetentionForm(request.POST if do == "agent" else None, organization=organization)
+    agent_form = AgentRetentionForm(  # its own ids: the organization's form above has the same fields
+        request.POST if do == "agent" else None, organization=organization, auto_id="agent_%s"
+    )
     status = 200
     if request.method == "POST":
         if do == "organization" and form.is_valid():
@@ -652,7 +748,9 @@ class RecordingForm(forms.ModelForm):
     class Meta:
         model = Organization
         fields = ("record_audio", "audio_agents", "audio_role", "keep_audio_days")
-        widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3})}
+        labels = {"record_audio": "Record calls", "audio_agents": "Only these agents", "audio_role": "Who may listen"}
+        labels["keep_audio_days"] = "Keep recordings"
+        widgets = {"audio_agents": forms.Textarea(attrs={"rows": 3}), **_days(fields)}
 
 
 @member_required("org.settings")
@@ -674,7 +772,9 @@ def recording(request):
 
 
 class EraseForm(forms.Form):
-    session_id = forms.CharField(max_length=200, required=False, label="A session's id")
+    session_id = forms.CharField(
+        max_length=200, required=False, label="A session's id", help_text="One call, as its page names it. Or:"
+    )
     caller = forms.CharField(
         max_length=200,
         required=False,

@@ -30,6 +30,12 @@ def duration(value, unit: str = "ms") -> str:
 
 
 @register.filter
+def usd(value) -> str:
+    """A price: "$3.00", "$0.0043" (display.usd_text)."""
+    return display.usd_text(value)
+
+
+@register.filter
 def short(value) -> str:
     """An id as a person reads it: a UUID by its first 8 characters, any other id whole (display.short_id)."""
     return display.short_id(value)
@@ -59,16 +65,27 @@ def as_json(value) -> str:
 
 @register.filter
 def threshold(rule) -> str:
-    """A rule's threshold in its condition's unit: "1.5 s" for a latency rule, "20 %" for a share, else a count."""
-    value = getattr(rule, "threshold", None)
-    if value is None:
-        return "default"
-    condition = getattr(rule, "condition", "")
-    if condition == "turn_latency_p95_ms":
-        return display.duration_text(value)
-    if condition == "error_rate":
-        return f"{value:g} %"
-    return f"{value:g}"  # a count: sessions (no_sessions_minutes, ended_badly)
+    """A rule's threshold in its condition's unit: "1.5 s", "20 %", "4"; "1.5 s (default)" when the rule sets
+    none; what fires a condition that takes none (rtvi_monitor/alerts/thresholds.py, the one rule)."""
+    from rtvi_monitor.alerts import thresholds
+
+    return thresholds.text(rule)
+
+
+@register.filter
+def condition(rule) -> str:
+    """A rule's condition in words, its unit left to its threshold (thresholds.condition_text)."""
+    from rtvi_monitor.alerts import thresholds
+
+    return thresholds.condition_text(rule.condition)
+
+
+@register.filter
+def window(rule) -> str:
+    """A rule's window: "15 min", or "15 min (default)" when the rule sets none (thresholds.window_text)."""
+    from rtvi_monitor.alerts import thresholds
+
+    return thresholds.window_text(rule)
 
 
 @register.filter

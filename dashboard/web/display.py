@@ -56,6 +56,16 @@ def seconds_text(seconds: Any) -> str:
     return duration_text(seconds * 1000) if _number(seconds) else UNKNOWN
 
 
+def usd_text(value: Any) -> str:
+    """A price in US dollars as a person reads money: "$3.00", "$0.15", "$0.0043" (a fraction of a cent keeps its
+    digits, up to six places); "—" for None or a value that is not a number."""
+    if not _number(value):
+        return UNKNOWN
+    digits = f"{value:.6f}".rstrip("0")
+    whole, _, cents = digits.partition(".")
+    return f"{'-' if value < 0 else ''}${whole.lstrip('-')}.{cents.ljust(2, '0')}"
+
+
 def is_opaque(value: Any) -> bool:
     """Whether an id is one a person cannot read whole (a UUID, a long hex run): shown short."""
     return isinstance(value, str) and _OPAQUE.fullmatch(value) is not None

@@ -9,7 +9,7 @@ A firing alert is unique per (rule, key) in the database too, so even a
 lease handed over mid-round cannot fire one twice; each delivery is claimed
 by a conditional update before it is sent.
 
-Conditions (threshold and window_minutes default as in DEFAULTS):
+Conditions (threshold and window_minutes default as in thresholds.py's DEFAULTS):
 
 - fatal_error: a session had a fatal error within the window. One alert per
   rule; later fatal sessions join it; it resolves when a window passes with none.
@@ -52,6 +52,7 @@ from dashboard.web.display import duration_text
 from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertRule
 from rtvi_monitor.alerts.notify import Target, slack_text
+from rtvi_monitor.alerts.thresholds import settings_of
 from rtvi_monitor.core.reducer.turns import percentile
 from rtvi_monitor.live.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.models import Lease
@@ -62,14 +63,6 @@ from rtvi_monitor.sessions.models import HAS_ERRORS, EndKind, Session
 logger = logging.getLogger(__name__)
 
 C = AlertRule.Condition
-DEFAULTS = {  # condition -> (threshold, window_minutes)
-    C.FATAL_ERROR: (None, 15),
-    C.ERROR_RATE: (20.0, 15),
-    C.TURN_LATENCY_P95: (1500.0, 15),
-    C.NO_SESSIONS: (3.0, 30),
-    C.AGENTS_API_DOWN: (None, 5),
-    C.ENDED_BADLY: (3.0, 15),
-}
 MIN_SESSIONS = 5  # error_rate and turn latency need this many sessions in the window: 1 of 1 is not a rate
 SESSIONS_NAMED = 20  # session ids an alert names
 LEASE = "alerts"
@@ -86,11 +79,6 @@ class Finding:
     figures: dict
     session_ids: list[str] = field(default_factory=list)
     agent_id: str | None = None
-
-
-def settings_of(rule: AlertRule) -> tuple[float | None, int]:
-    threshold, window = DEFAULTS[rule.condition]
-    return (rule.threshold if rule.threshold is not None else threshold), (rule.window_minutes or window)
 
 
 # --- evaluation (database thread) ---------------------------------------------------

@@ -47,8 +47,9 @@ from dashboard.web.http import (
 )
 from rtvi_monitor.alerts import actions as alert_actions
 from rtvi_monitor.alerts import notify as alert_channels
+from rtvi_monitor.alerts import thresholds
 from rtvi_monitor.alerts.models import Alert, AlertRule, webhook_host
-from rtvi_monitor.alerts.rules import DEFAULTS, settings_of
+from rtvi_monitor.alerts.thresholds import settings_of
 
 MAX_WINDOW = 7 * 24 * 60
 FIELDS = {
@@ -186,10 +187,8 @@ def parse_rule(organization, body) -> AlertRule:
     if threshold is not None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
             raise BadRule("threshold: expected a number")
-        if threshold < 0 or (condition == AlertRule.Condition.ERROR_RATE and threshold > 100):
-            raise BadRule("threshold: out of range (error_rate takes a percentage, 0-100; others are ≥ 0)")
-        if DEFAULTS[condition][0] is None:
-            raise BadRule(f"threshold: {condition} takes none (its window_minutes says when it fires)")
+        if refused := thresholds.refusal(condition, threshold):
+            raise BadRule(f"threshold: {refused}")
         rule.threshold = float(threshold)
     window = body.get("window_minutes")
     if window is not None:

@@ -10,7 +10,7 @@ from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from rtvi_monitor.alerts.models import AlertRule
-from rtvi_monitor.alerts.rules import DEFAULTS, settings_of
+from rtvi_monitor.alerts.thresholds import DEFAULTS, settings_of
 from rtvi_monitor.sessions.error_groups import error_groups
 from rtvi_monitor.sessions.models import FAILED_ENDS, HAS_ERRORS, Session
 from rtvi_monitor.sessions.queries import histogram_percentile, latency_bucket

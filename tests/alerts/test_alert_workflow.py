@@ -603,7 +603,7 @@ def test_the_settings_tables_are_one_template_the_rules_page_extends(staff_clien
     )
     AlertRule.objects.create(organization=org, name="bad", condition=AlertRule.Condition.ERROR_RATE)
     html = staff_client.get("/settings/alert-rules/").content.decode()
-    assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">default</td>' in html
+    assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">20 % (default)</td>' in html
     assert html.count('<input type="hidden" name="do" value="delete">') == 2 and html.count('data-rule="') == 2
     templates = Path(__file__).resolve().parents[2] / "templates/org"
     assert (templates / "alert_rules.html").read_text().startswith('{% extends "org/rows.html" %}')

@@ -235,10 +235,17 @@ def test_thresholds_read_in_their_conditions_unit():
     from rtvi_monitor.alerts.models import AlertRule
 
     latency = AlertRule(condition=AlertRule.Condition.TURN_LATENCY_P95, threshold=1500)
+    short = AlertRule(condition=latency.condition, threshold=850)
     rate = AlertRule(condition=AlertRule.Condition.ERROR_RATE, threshold=12.5)
     badly = AlertRule(condition=AlertRule.Condition.ENDED_BADLY, threshold=3)
     default = AlertRule(condition=AlertRule.Condition.TURN_LATENCY_P95)
+    fatal = AlertRule(condition=AlertRule.Condition.FATAL_ERROR)
     rendered = Template("{% load dashboard_format %}{% for r in rules %}{{ r|threshold }};{% endfor %}").render(
-        Context({"rules": [latency, AlertRule(condition=latency.condition, threshold=850), rate, badly, default]})
+        Context({"rules": [latency, short, rate, badly, default, fatal]})
     )
-    assert rendered == "1.5 s;850 ms;12.5 %;3;default;"
+    # A rule that sets none reads as its condition's default, said as such; one that takes none says what fires it.
+    assert rendered == "1.5 s;850 ms;12.5 %;3;1.5 s (default);none: one fatal error fires it;"
+    windows = Template("{% load dashboard_format %}{% for r in rules %}{{ r|window }};{% endfor %}").render(
+        Context({"rules": [AlertRule(condition=fatal.condition, window_minutes=5), fatal]})
+    )
+    assert windows == "5 min;15 min (default);"
