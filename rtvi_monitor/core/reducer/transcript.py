@@ -247,11 +247,21 @@ class Transcript:
         # Older bots send user-input without input_type beside every transcription: nothing new.
 
     def send_text(self, event, message, data, at):
-        msg_id = message.get("id")
+        self.remember_chat(message.get("id"))
+        self._chat(event, data["content"], at)
+
+    def remember_chat(self, msg_id) -> None:
+        """A send-text's id: Pipecat's user-input echo of it is not said again."""
         if isinstance(msg_id, str):
             self._chat_ids[msg_id] = None
             cap_dict(self._chat_ids, 1000)
-        self._chat(event, data["content"], at)
+
+    def interject(self, item: dict) -> None:
+        """A line that is neither the caller's nor the model's (an operator's, reducer/operators.py): the bot's
+        line ends before it, as before a typed message, so what the bot says next is a line of its own."""
+        self._close_bot_item()
+        self._user_item = None
+        self._append(item)
 
     def _chat(self, event: "Event", text: str, at: float) -> None:
         last = self.lines[-1] if self.lines else None
@@ -268,6 +278,8 @@ class Transcript:
     def _touch(self, item: dict) -> None:
         """A transcript line changed after it was added."""
         self.lines.touch_position(item["_pos"])
+
+    touch = _touch
 
     # --- the bot -------------------------------------------------------------------
 
