@@ -11,9 +11,9 @@ reach a session two ways, in either order (two writers: the bot's batch and the 
 
 Either makes the action's ONE line, role "operator", and the other completes it: who (`operator`, from the
 record), the action ("send-text", "end"; `cancel` for an end at once), the words sent (`text`), the
-options, and what the bot answered (`ok`, `outcome`; None and "" until the record says). The line ends
-the bot's line, as a typed message does: what the bot says next (the operator's words, spoken) is a line
-of its own, never glued onto its previous reply.
+options, and what the bot answered (`ok`, `outcome`; None and "" until the record says). What the bot is
+saying when it comes goes on in its line; the bot's next answer (its LLM run again: the operator's words,
+spoken, at once or at its next turn) is a line of its own, never glued onto its previous reply.
 
 An end the bot took is the session's end as an operator meant it: `ended_by` names them
 (rtvi_monitor/live/lifecycle.py `end_of`).
