@@ -100,3 +100,17 @@ def test_a_bots_own_message_dressed_as_a_record_is_no_operators():
 def test_a_callers_typed_text_is_still_theirs():
     state = fold([("bot", "from-client", rtvi("send-text", {"content": "Book a table"}, id="abc"))])
     assert lines(state) == [("user", None, "Book a table")]
+
+
+def test_what_the_caller_is_saying_when_an_operator_acts_goes_on_in_its_line():
+    said = [
+        rtvi("user-started-speaking"),
+        rtvi("user-transcription", {"text": "can you text me", "final": False, "user_id": "", "timestamp": ""}),
+        ("dashboard", "to-client", record("c6")),
+        rtvi(
+            "user-transcription",
+            {"text": "can you text me when it ships", "final": True, "user_id": "", "timestamp": ""},
+        ),
+    ]
+    state = fold(said)
+    assert lines(state) == [("user", None, "can you text me when it ships"), ("operator", "ann", "Please hold.")]

@@ -129,7 +129,7 @@ async def test_an_operator_sends_text_the_bot_gets_it_answers_and_everything_is_
     await bot.disconnect()
 
 
-async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(org, ingest_token):
+async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(org, ingest_token, api_key):
     bot = await connect_bot(ingest_token)
     client = await operator(org)
     request = asyncio.ensure_future(post(client, "/api/sessions/call-1/end/", {"cancel": True}))
@@ -153,6 +153,9 @@ async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(
     row = (await client.get("/api/sessions/call-1/")).json()
     assert (row["end_kind"], row["end_reason"], row["failed"]) == ("operator_ended", "by operator alice", False)
     assert row["ended_by"] == "alice"
+    # /metrics: the kind, not the name (a label per person would be a series per person), and not failed.
+    scraped = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    assert 'end="operator_ended",failed="false"} 1.0' in scraped.content.decode()
     (entry,) = await audit_entries("session_ended")
     assert entry.detail == {"mode": "cancel", "ok": True, "status": 200, "outcome": "taken"}
     # Ended: nothing more can be asked of it, and the page and the API say why.

@@ -280,8 +280,7 @@ class Transcript:
         """A line that is neither the caller's nor the model's (an operator's, reducer/operators.py). What the bot
         is saying goes on in its line; what it says next (its LLM run again) is a line of its own, never glued onto
         the reply before: a bot may answer an operator's text at once or at its next turn."""
-        self._user_item = None
-        self._after_operator = True
+        self._after_operator = True  # what the caller is saying goes on in their line too
         self._append(item)
 
     def _chat(self, event: "Event", text: str, at: float) -> None:
