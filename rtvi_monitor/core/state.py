@@ -149,13 +149,9 @@ class SessionState:
 
     @property
     def ended_by(self) -> str:
-        """The operator whose end of the call its bot took ("" when none): reducer/operators.py."""
-        return self._operators.ended_by
-
-    @property
-    def ended_by_at(self) -> float | None:
-        """When that operator's end was recorded (None when no operator ended the call)."""
-        return self._operators.ended_at
+        """The operator whose end of the call its bot took, before any hang-up ("" when none): reducer/operators.py."""
+        ops, hung_up = self._operators, self.hung_up_at
+        return "" if hung_up is not None and ops.ended_at is not None and hung_up <= ops.ended_at else ops.ended_by
 
     def _disconnect_bot(self, event, message, data, at):
         self._messaging.request(event, message, data, at)

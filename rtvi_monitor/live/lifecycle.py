@@ -72,7 +72,7 @@ def end_of(state, left: str) -> tuple[str, str]:
     """
     if state.fatal:
         kind = EndKind.FATAL_ERROR
-    elif state.ended_by and (state.hung_up_at is None or state.hung_up_at > state.ended_by_at):
+    elif state.ended_by:
         # An operator's end the bot took, before any hang-up: however the bot then left, it was theirs.
         return EndKind.OPERATOR_ENDED.value, operator_end_reason(state.ended_by)
     elif state.hung_up_at is not None:
