@@ -264,7 +264,7 @@ def completion_status(session: Session) -> str | None:
       not come back), or server restarted (the dashboard process holding the
       bot's connection went away: how the bot ended is unknown)
                                                     -> "WS_CONNECTION_CLOSED";
-    - client hung up, bot finished (a 1000 close), or an end recorded before
+    - client hung up, ended by an operator, bot finished (a 1000 close), or an end recorded before
       kinds were (blank)                            -> "HTTP_COMPLETED".
 
     A live session whose bot is away (within the grace) is still live: None.

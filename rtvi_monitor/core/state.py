@@ -28,6 +28,7 @@ from rtvi_monitor.core.reducer.errors import Errors
 from rtvi_monitor.core.reducer.limits import bounded, number
 from rtvi_monitor.core.reducer.messaging import Messaging
 from rtvi_monitor.core.reducer.metrics import Metrics
+from rtvi_monitor.core.reducer.operators import Operators
 from rtvi_monitor.core.reducer.speaking import LANES, Lane, Speaking
 from rtvi_monitor.core.reducer.transcript import Transcript
 from rtvi_monitor.core.reducer.turns import Turns, with_waterfall
@@ -43,6 +44,7 @@ class Event(NamedTuple):
     valid: bool = True
     error: str = ""
     redacted: dict | None = None  # what redaction removed from it before it was stored: {"card": 1}
+    stream: str = ""  # the stream it came on: "dashboard" for an operator's action (reducer/operators.py)
 
 
 class SessionState:
@@ -66,6 +68,7 @@ class SessionState:
         self._errors = Errors()
         self._messaging = Messaging(self._errors)
         self._metrics = Metrics(self._turns)
+        self._operators = Operators(self._transcript)
         self.transcript = self._transcript.lines
         self.turns, self.interruptions = self._turns.turns, self._turns.interruptions
         self.llm, self.tts = self._speaking.llm, self._speaking.tts
@@ -137,7 +140,18 @@ class SessionState:
 
     def _send_text(self, event, message, data, at):
         self._messaging.request(event, message, data, at)
-        self._transcript.send_text(event, message, data, at)
+        if not self._operators.sent(event, message, data, at):
+            self._transcript.send_text(event, message, data, at)
+
+    def _server_message(self, event, message, data, at):
+        if not self._operators.record(event, message, data, at):
+            self._messaging.server_message(event, message, data, at)
+
+    @property
+    def ended_by(self) -> str:
+        """The operator whose end of the call its bot took, before any hang-up ("" when none): reducer/operators.py."""
+        ops, hung_up = self._operators, self.hung_up_at
+        return "" if hung_up is not None and ops.ended_at is not None and hung_up <= ops.ended_at else ops.ended_by
 
     def _disconnect_bot(self, event, message, data, at):
         self._messaging.request(event, message, data, at)
@@ -208,6 +222,7 @@ class SessionState:
             "ended": self.ended,
             "end_reason": self.end_reason,
             "end_kind": self.end_kind,
+            "ended_by": self.ended_by,
             "totals": {**self.totals, "stt_audio_seconds": round(self.totals["stt_audio_seconds"], 3)},
             "usage": {model: {k: round(v, 3) for k, v in use.items()} for model, use in self.usage.items()},
             "counts": {
@@ -301,6 +316,7 @@ _ROUTES: dict[str, Route] = {
             "bot-ready": SessionState._ready,
             "send-text": SessionState._send_text,
             "disconnect-bot": SessionState._disconnect_bot,
+            "server-message": SessionState._server_message,
             "error": SessionState._error,
         },
     ),
@@ -351,7 +367,6 @@ _ROUTES: dict[str, Route] = {
             "send-file": Messaging.request,
             "server-response": Messaging.response,
             "error-response": Messaging.response,
-            "server-message": Messaging.server_message,
         },
     ),
     **_routes("_metrics", {"metrics": Metrics.fold}),

@@ -314,8 +314,9 @@ class Hub:
 
 
 def _record(live: LiveSession, message: dict, frame: dict, outcome: Outcome) -> None:
-    """The operator's action, as a message of the session (stream "dashboard"): its log and transcript show it.
-    It comes in as a bot's message does (intake.take_in); nobody is answered when it is stored."""
+    """The operator's action, as a message of the session (stream "dashboard"): its log shows it, its transcript
+    as the operator's line (rtvi_monitor/core/reducer/operators.py reads `data["dashboard"]`). It comes in as a
+    bot's message does (intake.take_in: redacted as one); nobody is answered when it is stored."""
     operator = str(message.get("operator") or "an operator")[:200]
     if frame["action"] == "end":
         did = f"operator {operator} {'cancelled' if frame['cancel'] else 'ended'} the call"
@@ -331,6 +332,12 @@ def _record(live: LiveSession, message: dict, frame: dict, outcome: Outcome) -> 
         "text": f"{did}: {said}",
         "dashboard": {"action": frame["action"], "id": frame["id"], "operator": operator, "ok": outcome.ok},
     }
+    if frame["action"] == "end":
+        data["dashboard"]["cancel"] = bool(frame["cancel"])
+    else:
+        # The words themselves, as the session's transcript shows them (rtvi_monitor/core/reducer/operators.py):
+        # a bot that does not report the send-text it was handed, or refused it, leaves no other copy.
+        data["dashboard"]["content"], data["dashboard"]["options"] = frame["content"], frame["options"]
     if not outcome.ok:
         data["dashboard"]["error"] = outcome.error
     stored = {"label": "rtvi-ai", "type": "server-message", "id": f"dashboard-{frame['id']}", "data": data}

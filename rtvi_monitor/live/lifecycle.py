@@ -19,8 +19,8 @@ The grace only decides whether a reconnect continues the same session; the
 session's end is when its bot left. A bot that closes its socket with 1000
 (normal closure: its pipeline ended) is not coming back: its session ends at
 once. How a session ended (`EndKind`, `end_of`) is told from its messages and
-how its bot left: a fatal error; the client's disconnect-bot (hung up); a
-server process that stopped; a 1000 close (finished); or anything else, a
+how its bot left: a fatal error; an operator's end from the dashboard; the
+client's disconnect-bot (hung up); a server process that stopped; a 1000 close (finished); or anything else, a
 dropped connection or another code, and no bot back within the grace (vanished).
 
 Every process sweeps, and every update is conditional, so several processes
@@ -50,7 +50,7 @@ from rtvi_monitor.live.models import ServerProcess
 from rtvi_monitor.live.registry import SERVER_ID, registry
 from rtvi_monitor.live.session import LiveSession
 from rtvi_monitor.sessions import cost, events
-from rtvi_monitor.sessions.models import EndKind, Event, Session, storable_json, summary_fields
+from rtvi_monitor.sessions.models import EndKind, Event, Session, operator_end_reason, storable_json, summary_fields
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +64,17 @@ def end_of(state, left: str) -> tuple[str, str]:
     """How a session ended, and the words for it: (EndKind value, reason).
 
     `left` is how its bot left: LEFT, LEFT_WITH_SERVER, or "bot finished" (a
-    1000 close). What the messages say comes first: a fatal error, then the
-    client's disconnect-bot (whatever the bot's socket did after the caller
-    hung up, the call ended as the caller meant).
+    1000 close). What the messages say comes first: a fatal error, then an
+    operator's end the bot took (the dashboard's record of it,
+    core/reducer/operators.py: the words name the operator), then the client's
+    disconnect-bot (whatever the bot's socket did after the caller hung up, or
+    an operator ended the call, it ended as they meant).
     """
     if state.fatal:
         kind = EndKind.FATAL_ERROR
+    elif state.ended_by:
+        # An operator's end the bot took, before any hang-up: however the bot then left, it was theirs.
+        return EndKind.OPERATOR_ENDED.value, operator_end_reason(state.ended_by)
     elif state.hung_up_at is not None:
         kind = EndKind.CLIENT_HUNG_UP
     elif left == LEFT_WITH_SERVER:

@@ -132,6 +132,7 @@ class Row:
             self.valid,
             self.error,
             self.redacted,
+            self.stream,
         )
 
     def quarantine(self, problem: str) -> None:
@@ -277,6 +278,7 @@ def replay(events: list[dict]) -> SessionState:
             e["valid"],
             e["error"],
             e.get("redacted"),
+            e.get("stream", ""),
         )
         for e in events
     )

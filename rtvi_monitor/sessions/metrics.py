@@ -248,7 +248,8 @@ class _Sessions:
         yield self._named(live)
         ended = CounterMetricFamily(
             "rtvi_sessions",
-            "Ended sessions, by agent and how they ended (client_hung_up, bot_finished, bot_vanished, fatal_error,"
+            "Ended sessions, by agent and how they ended (client_hung_up, operator_ended, bot_finished, bot_vanished,"
+            " fatal_error,"
             " server_restarted; unknown for sessions ended before that was recorded); failed is true for the"
             " last three",
             labels=["agent", "end", "failed"],

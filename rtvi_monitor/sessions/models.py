@@ -29,6 +29,13 @@ class EndKind(models.TextChoices):
     BOT_VANISHED = "bot_vanished", "bot vanished"  # the connection dropped or closed otherwise, and no bot came back
     FATAL_ERROR = "fatal_error", "fatal error"  # the bot reported a fatal error
     SERVER_RESTARTED = "server_restarted", "server restarted"  # the dashboard process holding the bot stopped
+    # An operator ended it from the dashboard (live/control.py) and the bot took it; end_reason names them.
+    OPERATOR_ENDED = "operator_ended", "ended by an operator"
+
+
+def operator_end_reason(operator: str) -> str:
+    """The words for an operator's end, naming them (Session.end_reason: at most 200 characters)."""
+    return f"by operator {operator}"[:200]
 
 
 # The ends an operator should look at: the call did not end as somebody meant it to.

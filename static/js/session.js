@@ -142,6 +142,18 @@ function renderHeader(state) {
     hint.hidden = !facts.cost.hint;
     hint.textContent = facts.cost.hint ? `(${facts.cost.hint})` : "";
   }
+  if (facts.endedLine) showEnded(facts.endedLine);
+}
+
+/** The call ended: nothing can be done on it and nothing goes on in it. Its actions and "Now" go, one line says so. */
+function showEnded(line) {
+  setText("call-ended", line);
+  $("call-ended").hidden = false;
+  $("control")?.remove();
+  if ($("now")) {
+    $("now").remove();
+    $("now-grid").classList.add("single");
+  }
 }
 
 function renderOffline() {
@@ -152,14 +164,17 @@ function renderOffline() {
 }
 
 function renderNow(state) {
-  const who = speaker(state);
-  $("speaker").dataset.speaker = who;
-  setText("speaker", speakerText(who));
-  setText("llm-user", state.llm?.last_user_llm_text ?? "");
-  setText("llm-tokens", state.llm?.current_tokens ?? "");
-  setText("llm-busy", state.llm?.busy ? "busy" : "idle");
-  setText("tts-text", state.tts?.current_text ?? "");
-  setText("tts-busy", state.tts?.busy ? "busy" : "idle");
+  if ($("now")) {
+    // What goes on in the call now: a live call's only (an ended one has no "Now").
+    const who = speaker(state);
+    $("speaker").dataset.speaker = who;
+    setText("speaker", speakerText(who));
+    setText("llm-user", state.llm?.last_user_llm_text ?? "");
+    setText("llm-tokens", state.llm?.current_tokens ?? "");
+    setText("llm-busy", state.llm?.busy ? "busy" : "idle");
+    setText("tts-text", state.tts?.current_text ?? "");
+    setText("tts-busy", state.tts?.busy ? "busy" : "idle");
+  }
   setText("latency", latencyText(state.latency, (state.turns || []).length));
   setText("totals", totalsText(state.totals));
   setText("client", peerText(state.client_version, state.client_about));

@@ -66,7 +66,16 @@ function start() {
     for (const button of buttons) button.disabled = busy || !enabled;
   }
 
+  let observer = null;
+  let timer = 0;
+
   async function refresh() {
+    if (!card.isConnected) {
+      // The call ended and its page took the card away (session.js): nothing to ask any more.
+      observer?.disconnect();
+      clearInterval(timer);
+      return;
+    }
     try {
       const response = await fetch(card.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } });
       const answer = await response.json();
@@ -113,8 +122,11 @@ function start() {
 
   // The page's status pill changes as the session goes away, comes back or ends: ask again then.
   const pill = document.getElementById("status");
-  if (pill) new MutationObserver(() => refresh()).observe(pill, { childList: true, characterData: true, subtree: true, attributes: true });
-  setInterval(() => {
+  if (pill) {
+    observer = new MutationObserver(() => refresh());
+    observer.observe(pill, { childList: true, characterData: true, subtree: true, attributes: true });
+  }
+  timer = setInterval(() => {
     if (!document.hidden) refresh();
   }, REFRESH_MS);
   refresh();

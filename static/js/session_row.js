@@ -11,6 +11,7 @@ import { clockTime, formatDuration } from "./format.js";
  * @param {object | null} row   the session row (status, bot, away_since, end_reason, end_kind, failed)
  * @param {object | null} state the derived state (ended, end_reason, end_kind, fatal)
  * @param {Set<string>} failedEnds the end kinds that count as failures (config.failed_ends)
+ * An operator's end names them: "ended (by operator ann)" (the server's words, rtvi_monitor/sessions/models.py).
  * @returns {{kind: "live" | "away" | "ended", failed: boolean, pill: string, text: string}}
  */
 export function sessionStatus(row, state, failedEnds = new Set()) {

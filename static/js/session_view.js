@@ -96,7 +96,18 @@ export function headerFacts(row, state, now, failedEnds = new Set()) {
     deployment: deploymentText(row, state),
     cost: costText(row?.cost_usd),
     redacted: redactedText(state?.counts?.redacted),
+    endedLine: status.kind === "ended" ? endedLine(ended, row?.end_reason || state?.end_reason) : "",
   };
+}
+
+/**
+ * An ended call in one line, where its actions and its "Now" card were: "Call ended at 2026-11-28 03:12:09 UTC
+ * (by operator ann)." (templates/sessions/_call_ended.html says the same from the server's row).
+ * @param {Date | null} ended
+ * @param {string} [reason] the server's words for how it ended
+ */
+export function endedLine(ended, reason) {
+  return `Call ended${ended ? ` at ${absoluteTime(ended)}` : ""}${reason ? ` (${reason})` : ""}.`;
 }
 
 /** What redaction removed before storage, by kind, most first: "2 card, 1 email"; "none" when nothing. */

@@ -82,6 +82,7 @@ export function countsText(counts) {
 }
 
 function who(item) {
+  if (item.role === "operator") return item.operator ? `operator ${item.operator}` : "operator";
   if (item.role === "user") {
     return item.source === "chat" ? "user (typed)" : item.source === "backchannel" ? "user (backchannel)" : "user";
   }
@@ -106,13 +107,34 @@ function errorText(error) {
 }
 
 /**
- * The transcript card's entries: the state's transcript lines, with its function calls,
- * server messages and errors as notes between them, in time order.
+ * What an operator did, as their transcript line says it (the server's line: rtvi_monitor/core/reducer/operators.py):
+ * "sent text (answer now, spoken): Please hold.", "ended the call"; what the bot answered when it did not take it.
+ * The words are the operator's, not the caller's nor the model's: the bot speaking them is its own line.
+ */
+export function operatorText(item) {
+  let did;
+  if (item.action === "end") {
+    did = item.cancel ? "cut the call off at once" : "ended the call";
+  } else {
+    const o = item.options;
+    const how = o ? ` (${o.run_immediately ? "answer now" : "for the next turn"}, ${o.audio_response ? "spoken" : "not spoken"})` : "";
+    did = `sent text${how}: ${item.text || "(its words were not recorded)"}`;
+  }
+  return item.ok === false ? `${did} — not done: ${item.outcome || "no reason given"}` : did;
+}
+
+/**
+ * The transcript card's entries: the state's transcript lines (the caller's, the bot's, the operators'), with
+ * its function calls, server messages and errors as notes between them, in time order.
  * @returns {{className: string, who?: string, text: string, at: number}[]}
  */
 export function transcriptEntries(state) {
   const entries = [];
   for (const item of state.transcript || []) {
+    if (item.role === "operator") {
+      entries.push({ className: `operator${item.ok === false ? " failed" : ""}`, who: who(item), text: operatorText(item), at: item.at || 0 });
+      continue;
+    }
     const text = item.text === "" && item.interrupted ? "(interrupted before the first word)" : item.text;
     const className = `${item.role}${item.final ? "" : " partial"}${item.interrupted ? " interrupted" : ""}`;
     entries.push({ className, who: who(item), text, at: item.at || 0 });

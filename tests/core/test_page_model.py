@@ -36,7 +36,52 @@ def events(pairs, step=0.1):
     return out
 
 
+def operator_turns():
+    """A conversation, then an operator's text (the dashboard's record and the bot's report of it, the record
+    first), the bot speaking it, and the operator's end: reducer/operators.py's lines."""
+    out = events(pipecat_conversation_pairs())
+    record = {
+        "label": "rtvi-ai",
+        "type": "server-message",
+        "id": "dashboard-c1",
+        "data": {
+            "text": "operator ann sent text (12 characters; run now, spoken): the bot took it",
+            "dashboard": {
+                "action": "send-text",
+                "id": "c1",
+                "operator": "ann",
+                "ok": True,
+                "content": "Please hold.",
+                "options": {"run_immediately": True, "audio_response": True},
+            },
+        },
+    }
+    echo = {"label": "rtvi-ai", "type": "send-text", "id": "dashboard-c1", "data": {"content": "Please hold."}}
+    spoken = [
+        {"label": "rtvi-ai", "type": "bot-started-speaking"},
+        {"label": "rtvi-ai", "type": "bot-tts-text", "data": {"text": "Please hold."}},
+        {"label": "rtvi-ai", "type": "bot-stopped-speaking"},
+    ]
+    ended = {
+        "label": "rtvi-ai",
+        "type": "server-message",
+        "id": "dashboard-c2",
+        "data": {
+            "text": "x",
+            "dashboard": {"action": "end", "id": "c2", "operator": "ann", "ok": True, "cancel": False},
+        },
+    }
+    steps = [("dashboard", "to-client", record), ("", "from-client", echo)]
+    steps += [("", "to-client", m) for m in spoken] + [("dashboard", "to-client", ended)]
+    for stream, direction, message in steps:
+        seq = len(out) + 1
+        checked = validate(message)
+        out.append(Event(seq, direction, T0 + seq * 0.1, checked.message, checked.valid, checked.error, None, stream))
+    return [*out, END]
+
+
 SAMPLES = {
+    "operator": operator_turns,
     "pipecat-ended": lambda: [*events(pipecat_conversation_pairs()), END],
     "pipecat-1x-client": lambda: events(pipecat_conversation_pairs(client_version="1.0.0")),
     "pipecat-word-timestamps": lambda: events(pipecat_conversation_pairs(word_timestamps=True)),

@@ -39,6 +39,9 @@ test("the status pill says live, bot away since when, or ended and how, failures
   assert.deepEqual(sessionStatus(row("bot_finished", "bot finished", false), {}), ended("ended (bot finished)", false));
   assert.deepEqual(sessionStatus(row("bot_vanished", "bot vanished", true), {}), ended("ended (bot vanished)", true));
   assert.deepEqual(sessionStatus(row("server_restarted", "server restarted", true), {}), ended("ended (server restarted)", true));
+  // An operator's end names them, and is no failure (the server's FAILED_ENDS has no operator_ended).
+  const byOperator = row("operator_ended", "by operator ann", false);
+  assert.deepEqual(sessionStatus(byOperator, {}, new Set(["bot_vanished", "fatal_error", "server_restarted"])), ended("ended (by operator ann)", false));
   // The session page's state says it before its row does: its end kind is a failure when the server's list
   // (the page's config.failed_ends) names it; the browser has no list of its own.
   const failedEnds = new Set(["bot_vanished", "fatal_error", "server_restarted"]);

@@ -10,6 +10,7 @@ const {
   costText,
   deploymentText,
   eventTime,
+  endedLine,
   headerFacts,
   indexAt,
   isSlow,
@@ -335,4 +336,13 @@ test("the header says what redaction removed before storage, most first, or none
   assert.equal(redactedText({ email: 1, card: 2, phone: 1 }), "2 card, 1 email, 1 phone");
   assert.equal(redactedText({ "member-id": 3, bogus: "x" }), "3 member-id");
   assert.equal(headerFacts({ status: "live" }, { counts: { redacted: { card: 1 } } }, 0).redacted, "1 card");
+});
+
+test("an ended call in one line: when, and how in the server's words; a live one has none", () => {
+  const ended = new Date(Date.UTC(2026, 10, 28, 3, 12, 9));
+  assert.match(endedLine(ended, "by operator ann"), /^Call ended at 2026-11-2\d \d\d:12:09 \S+ \(by operator ann\)\.$/);
+  assert.equal(endedLine(null, ""), "Call ended.");
+  const row = { status: "ended", end_kind: "operator_ended", end_reason: "by operator ann", ended_at: ended.toISOString(), started_at: ended.toISOString() };
+  assert.equal(headerFacts(row, null, 0).endedLine, endedLine(ended, "by operator ann"));
+  assert.equal(headerFacts({ ...row, status: "live", ended_at: null, end_reason: "" }, { ended: false }, 0).endedLine, "");
 });

@@ -106,6 +106,29 @@ test("the transcript interleaves lines, calls, server messages and errors by tim
   assert.equal(fatalText(state), "Fatal error: dead");
 });
 
+test("an operator's lines are theirs: who, what they did, and the bot's refusal; never a user's or a bot's", () => {
+  const sent = { role: "operator", action: "send-text", cancel: false, operator: "ann", text: "Please hold.", options: { run_immediately: true, audio_response: false }, ok: true, outcome: "the bot took it", final: true, at: T0 + 2 };
+  const state = {
+    transcript: [
+      { role: "bot", text: "Your order ships today.", final: true, source: "bot-output", at: T0 + 1, interrupted: false },
+      sent,
+      { role: "bot", text: "Please hold.", final: true, source: "bot-output", at: T0 + 3, interrupted: false },
+      { ...sent, options: null, text: "", ok: false, outcome: "the bot did not answer within 5 s", at: T0 + 4 },
+      { role: "operator", action: "end", cancel: true, operator: "", text: "", options: null, ok: true, outcome: "the bot took it", at: T0 + 5 },
+    ],
+  };
+  assert.deepEqual(
+    transcriptEntries(state).map((e) => [e.className, e.who, e.text]),
+    [
+      ["bot", "bot", "Your order ships today."],
+      ["operator", "operator ann", "sent text (answer now, not spoken): Please hold."],
+      ["bot", "bot", "Please hold."],
+      ["operator failed", "operator ann", "sent text: (its words were not recorded) — not done: the bot did not answer within 5 s"],
+      ["operator", "operator", "cut the call off at once"],
+    ],
+  );
+});
+
 test("metric series for uPlot come from state.metrics, aligned on time", () => {
   const state = { metrics: { ttfb: { "llm|m": [[T0 + 1, 100]], "tts|": [[T0 + 2, 200]] }, ttfat: { "llm|": [[T0, 400]] } } };
   const { names, data } = metricSeries(state, "ttfb");

@@ -113,19 +113,24 @@ def test_an_operator_sends_text_and_ends_the_call_from_its_page(server, page):
         (sent,) = bot.frames
         assert sent["content"] == "Offer the caller a callback <b>tomorrow</b>."
         assert sent["options"] == {"run_immediately": True, "audio_response": False}
-        # The transcript: the words as typed (text, never markup), and who sent them with what answer.
+        # The transcript: the words as typed (text, never markup), on the operator's own line with their name.
         # Two records from two writers: the bot's send-text comes in its next batch, the dashboard's note
-        # of the answer as soon as the answer does; either may be first, so the page is waited on for both.
+        # of the answer as soon as the answer does; either may be first, and they make one line: the page is
+        # waited on for both (the name is the note's, the words both's).
         page.wait_for_function(
             """(() => {
-                const text = document.getElementById('transcript').textContent;
-                return text.includes('sent text (44 characters') && text.includes('a callback <b>tomorrow</b>.');
+                const line = document.querySelector('#transcript li.operator');
+                return line && line.querySelector('.who').textContent.includes('oper-');
             })()""",
             timeout=WAIT_MS,
         )
-        transcript = page.text_content("#transcript")
-        assert "Offer the caller a callback <b>tomorrow</b>." in transcript
-        assert f"operator {OPERATOR} sent text (44 characters; run now, not spoken): the bot took it" in transcript
+        line = page.locator("#transcript li.operator")
+        assert line.count() == 1 and page.locator("#transcript li.user").count() == 0  # not the caller's
+        assert line.locator(".who").text_content() == f"operator {OPERATOR}"
+        assert line.locator(".text").text_content() == (
+            "sent text (answer now, not spoken): Offer the caller a callback <b>tomorrow</b>."
+        )
+        assert "server message" not in page.text_content("#transcript")
         assert page.locator("#transcript b").count() == 0
         page.screenshot(path=str(SCREENSHOTS / "live-control-sent.png"), full_page=True)
 
@@ -137,16 +142,16 @@ def test_an_operator_sends_text_and_ends_the_call_from_its_page(server, page):
         )
         assert page.text_content("#control-result") == "End: the bot took it."
         assert bot.frames[-1]["action"] == "end" and bot.frames[-1]["cancel"] is True
-        # The bot closed as an ended pipeline does: the session ends, and the card says so.
+        # The bot closed as an ended pipeline does: the session ends, and its actions go for one line that
+        # says when and by whom (tests/sessions/test_browser_session_truth.py has the rest).
+        page.wait_for_selector("#call-ended:not([hidden])", timeout=WAIT_MS)
+        assert page.locator("#control, #control-end, #control-send-button").count() == 0
         page.wait_for_function(
-            "document.getElementById('control-status').textContent === 'Unavailable: the session has ended.'",
+            "document.getElementById('transcript').textContent.includes('cut the call off at once')",
             timeout=WAIT_MS,
         )
-        assert not page.is_enabled("#control-end") and not page.is_enabled("#control-send-button")
-        page.wait_for_function(
-            "document.getElementById('transcript').textContent.includes('cancelled the call: the bot took it')",
-            timeout=WAIT_MS,
-        )
+        page.wait_for_function("document.getElementById('call-ended').textContent.includes('by operator')")
+        assert page.text_content("#call-ended").endswith(f"(by operator {OPERATOR}).")
 
         # A bot without the package's control: the actions are there, disabled, with the reason.
         page.goto(f"{server.url}/sessions/plain-{RUN}/")

@@ -100,8 +100,20 @@ async def test_an_operator_sends_text_the_bot_gets_it_answers_and_everything_is_
     assert event.type == "server-message" and event.bot_seq is None
     data = json.loads(event.message)["data"]
     assert data["text"] == (f"operator alice sent text ({len(text)} characters; run now, not spoken): the bot took it")
-    assert data["dashboard"] == {"action": "send-text", "id": frame["id"], "operator": "alice", "ok": True}
-    assert text not in event.message  # the words are the bot's send-text message's, not this one's
+    # The words too: the transcript's operator line shows them even from a bot that never reports the
+    # send-text it was handed (rtvi_monitor/core/reducer/operators.py); the audit log keeps none.
+    assert data["dashboard"] == {
+        "action": "send-text",
+        "id": frame["id"],
+        "operator": "alice",
+        "ok": True,
+        "content": text,
+        "options": {"run_immediately": True, "audio_response": False},
+    }
+    state = (await client.get("/api/sessions/call-1/")).json()  # the row and the derived state
+    (line,) = [item for item in state["transcript"] if item["role"] == "operator"]
+    assert (line["operator"], line["text"], line["ok"]) == ("alice", text, True)
+    assert state["server_messages"] == []  # never a raw server message
 
     (entry,) = await audit_entries("session_text_sent")
     assert entry.actor == "alice" and entry.target == "call-1"
@@ -117,7 +129,7 @@ async def test_an_operator_sends_text_the_bot_gets_it_answers_and_everything_is_
     await bot.disconnect()
 
 
-async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(org, ingest_token):
+async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(org, ingest_token, api_key):
     bot = await connect_bot(ingest_token)
     client = await operator(org)
     request = asyncio.ensure_future(post(client, "/api/sessions/call-1/end/", {"cancel": True}))
@@ -136,6 +148,14 @@ async def test_an_operator_ends_the_call_and_the_session_ends_as_the_bot_leaves(
             break
         await asyncio.sleep(0.02)
     assert session.status == Session.Status.ENDED
+    # The end is the operator's, by name, wherever it shows; and no failure.
+    assert (session.end_kind, session.end_reason) == ("operator_ended", "by operator alice")
+    row = (await client.get("/api/sessions/call-1/")).json()
+    assert (row["end_kind"], row["end_reason"], row["failed"]) == ("operator_ended", "by operator alice", False)
+    assert row["ended_by"] == "alice"
+    # /metrics: the kind, not the name (a label per person would be a series per person), and not failed.
+    scraped = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    assert 'end="operator_ended",failed="false"} 1.0' in scraped.content.decode()
     (entry,) = await audit_entries("session_ended")
     assert entry.detail == {"mode": "cancel", "ok": True, "status": 200, "outcome": "taken"}
     # Ended: nothing more can be asked of it, and the page and the API say why.

@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from rtvi_monitor.alerts import rules as alerts
 from rtvi_monitor.alerts.models import AlertRule
-from rtvi_monitor.core.state import SessionState
+from rtvi_monitor.core.state import Event, SessionState
 from rtvi_monitor.live import lifecycle
 from rtvi_monitor.live.registry import registry
-from rtvi_monitor.sessions.models import EndKind, Session
+from rtvi_monitor.sessions.models import FAILED_ENDS, EndKind, Session
 from tests.sockets import bot_socket, browser_socket, receive, receive_until, rtvi, send, wrap
 
 pytestmark = pytest.mark.usefixtures("live_path")
@@ -258,6 +258,23 @@ def test_end_of_reads_the_messages_first():
     assert lifecycle.end_of(state, lifecycle.LEFT_WITH_SERVER) == ("server_restarted", "server restarted")
     state.hung_up_at = 1.0
     assert lifecycle.end_of(state, lifecycle.LEFT_WITH_SERVER) == ("client_hung_up", "client hung up")
+    state.fatal = True
+    assert lifecycle.end_of(state, "bot finished") == ("fatal_error", "fatal error")
+
+
+def test_an_operators_end_the_bot_took_is_theirs_by_name_and_no_failure():
+    about = {"action": "end", "id": "c1", "operator": "ann", "ok": True, "cancel": False}
+    message = rtvi("server-message", {"text": "operator ann ended the call", "dashboard": about}, id="dashboard-c1")
+    forged = SessionState()  # the same message from the bot's stream is no operator's
+    forged.apply(Event(1, "to-client", 5.0, message, True, "", None, "bot"))
+    assert lifecycle.end_of(forged, "bot finished") == ("bot_finished", "bot finished")
+    state = SessionState()
+    state.apply(Event(1, "to-client", 5.0, message, True, "", None, "dashboard"))
+    for left in ("bot finished", lifecycle.LEFT):  # however the bot then went
+        assert lifecycle.end_of(state, left) == ("operator_ended", "by operator ann")
+    assert EndKind.OPERATOR_ENDED not in FAILED_ENDS
+    state.hung_up_at = 4.0  # the caller had hung up first: theirs
+    assert lifecycle.end_of(state, "bot finished") == ("client_hung_up", "client hung up")
     state.fatal = True
     assert lifecycle.end_of(state, "bot finished") == ("fatal_error", "fatal error")
 

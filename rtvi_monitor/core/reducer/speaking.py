@@ -129,6 +129,7 @@ class Speaking:
 
     def llm_started(self, event, message, data, at):
         self._work_started(self._llm_busy, self.llm, "current_tokens", at)
+        self._transcript.llm_started()
         self._turns.milestone("llm_started_at", at)
 
     def llm_stopped(self, event, message, data, at):

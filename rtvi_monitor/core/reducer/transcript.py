@@ -149,7 +149,17 @@ class Sentences:
 class Transcript:
     """The transcript's lines, oldest first; a line's keys starting with "_" are its bookkeeping."""
 
-    __slots__ = ("_bot", "_bot_item", "_chat_ids", "_reply_turn", "_sentences", "_user", "_user_item", "lines")
+    __slots__ = (
+        "_after_operator",
+        "_bot",
+        "_bot_item",
+        "_chat_ids",
+        "_reply_turn",
+        "_sentences",
+        "_user",
+        "_user_item",
+        "lines",
+    )
 
     def __init__(self, lanes: dict[str, "Lane"]):
         self.lines = Tail(limits.MAX_ITEMS, budget=limits.TRANSCRIPT_BUDGET, size=lambda item: len(item["text"]) + 64)
@@ -160,6 +170,7 @@ class Transcript:
         self._sentences = Sentences()  # the bot-output segments
         self._chat_ids: dict[str, None] = {}  # send-text ids, to skip Pipecat's user-input echo of them
         self._reply_turn: int | None = None  # the turn whose reply the next new bot line is
+        self._after_operator = False  # an operator's line came: the bot's next answer is a line of its own
 
     # --- what who-is-speaking tells it ------------------------------------------
 
@@ -168,8 +179,17 @@ class Transcript:
         self._close_bot_item()
         self._user_item = None
         self._reply_turn = None
+        self._after_operator = False
+
+    def llm_started(self) -> None:
+        """The LLM runs: after an operator's line, on their text (the bot's answer to it is a line of its own)."""
+        if self._after_operator:
+            self._after_operator = False
+            self._close_bot_item()
 
     def bot_started_speaking(self) -> None:
+        if self._after_operator and (self._bot_item is None or self._bot_item["final"]):
+            self.llm_started()  # a bot that says no LLM ran: speaking again after an operator's line
         if self._bot_item is not None:
             self._bot_item["final"] = False  # speaking again after a pause mid-answer
             self._touch(self._bot_item)
@@ -247,11 +267,21 @@ class Transcript:
         # Older bots send user-input without input_type beside every transcription: nothing new.
 
     def send_text(self, event, message, data, at):
-        msg_id = message.get("id")
+        self.remember_chat(message.get("id"))
+        self._chat(event, data["content"], at)
+
+    def remember_chat(self, msg_id) -> None:
+        """A send-text's id: Pipecat's user-input echo of it is not said again."""
         if isinstance(msg_id, str):
             self._chat_ids[msg_id] = None
             cap_dict(self._chat_ids, 1000)
-        self._chat(event, data["content"], at)
+
+    def interject(self, item: dict) -> None:
+        """A line that is neither the caller's nor the model's (an operator's, reducer/operators.py). What the bot
+        is saying goes on in its line; what it says next (its LLM run again) is a line of its own, never glued onto
+        the reply before: a bot may answer an operator's text at once or at its next turn."""
+        self._after_operator = True  # what the caller is saying goes on in their line too
+        self._append(item)
 
     def _chat(self, event: "Event", text: str, at: float) -> None:
         last = self.lines[-1] if self.lines else None
@@ -268,6 +298,8 @@ class Transcript:
     def _touch(self, item: dict) -> None:
         """A transcript line changed after it was added."""
         self.lines.touch_position(item["_pos"])
+
+    touch = _touch
 
     # --- the bot -------------------------------------------------------------------
 
