@@ -59,16 +59,41 @@ def as_json(value) -> str:
 
 @register.filter
 def threshold(rule) -> str:
-    """A rule's threshold in its condition's unit: "1.5 s" for a latency rule, "20 %" for a share, else a count."""
-    value = getattr(rule, "threshold", None)
-    if value is None:
-        return "default"
+    """A rule's threshold in its condition's unit: "1.5 s" for a latency rule, "20 %" for a share, else a count;
+    the condition's own, so marked, when the rule sets none ("20 % (default)"); "none" for a condition without."""
+    from rtvi_monitor.alerts.rules import DEFAULTS
+
     condition = getattr(rule, "condition", "")
+    value = getattr(rule, "threshold", None)
+    default = value is None
+    if default:
+        value = DEFAULTS.get(condition, (None, None))[0]
+    if value is None:
+        return "none"
     if condition == "turn_latency_p95_ms":
-        return display.duration_text(value)
-    if condition == "error_rate":
-        return f"{value:g} %"
-    return f"{value:g}"  # a count: sessions (no_sessions_minutes, ended_badly)
+        text = display.duration_text(value)
+    elif condition == "error_rate":
+        text = f"{value:g} %"
+    else:
+        text = f"{value:g}"  # a count: sessions (no_sessions_minutes, ended_badly)
+    return f"{text} (default)" if default else text
+
+
+@register.filter
+def window(rule) -> str:
+    """A rule's window in minutes: "15 min", or the condition's own, so marked ("15 min (default)")."""
+    from rtvi_monitor.alerts.rules import settings_of
+
+    minutes = settings_of(rule)[1]
+    return f"{minutes} min" if rule.window_minutes else f"{minutes} min (default)"
+
+
+@register.filter
+def alert_levels(rule) -> str:
+    """When the rule's alerts fire and resolve, hysteresis included: "fires above 20 %; resolves at 16 % or below"."""
+    from rtvi_monitor.alerts.rules import levels_text
+
+    return levels_text(rule)
 
 
 @register.filter
@@ -96,9 +121,10 @@ def signed_seconds(value) -> str:
 
 @register.simple_tag
 def session_link(session_id):
-    """A link to a session's page: its id short (a UUID by its first 8 characters), the whole id on hover."""
+    """A link to a session's page: its id short (a UUID by its first 8 characters), the whole id on hover; class
+    "id", which dashboard.css keeps on one line (an id broken at its hyphen reads as two)."""
     return format_html(
-        '<a href="{}" title="{}">{}</a>',
+        '<a class="id" href="{}" title="{}">{}</a>',
         reverse("session_detail", args=[session_id]),
         session_id,
         display.short_id(session_id),

@@ -261,7 +261,7 @@ def test_the_page_acts_with_plain_forms_and_shows_notes_as_text(firing, operator
     operator_client.post(f"/alerts/{firing.pk}/act/", {"do": "assign", "user": "operator"})
     page = operator_client.get("/alerts/").content.decode()
     assert 'data-testid="acknowledged">acknowledged by operator' in page
-    assert "silenced until resolved by operator" in page and "owner: operator" in page
+    assert "silenced until it resolves by operator" in page and "owner: operator" in page
     assert "&lt;img src=x onerror=alert(1)&gt; restarted the TTS" in page and "<img src=x" not in page
     assert 'data-testid="acknowledge"' not in page  # taken: no button left
     detail = operator_client.get(f"/alerts/{firing.pk}/").content.decode()
@@ -603,7 +603,7 @@ def test_the_settings_tables_are_one_template_the_rules_page_extends(staff_clien
     )
     AlertRule.objects.create(organization=org, name="bad", condition=AlertRule.Condition.ERROR_RATE)
     html = staff_client.get("/settings/alert-rules/").content.decode()
-    assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">default</td>' in html
+    assert '<td data-label="Threshold">1.5 s</td>' in html and '<td data-label="Threshold">20 % (default)</td>' in html
     assert html.count('<input type="hidden" name="do" value="delete">') == 2 and html.count('data-rule="') == 2
     templates = Path(__file__).resolve().parents[2] / "templates/org"
     assert (templates / "alert_rules.html").read_text().startswith('{% extends "org/rows.html" %}')

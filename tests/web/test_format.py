@@ -223,7 +223,7 @@ def test_the_filters_keep_the_whole_id_on_hover_and_the_words_escaped():
     short, link, words, raw = rendered.split("|")
     assert short == '<code class="id" title="4cab03c7-8f53-4e1b-9a0d-2f6c1e7b5a90">4cab03c7</code>'
     assert link == (
-        '<a href="/sessions/9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90/" '
+        '<a class="id" href="/sessions/9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90/" '
         'title="9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90">9f8e7d6c</a>'
     )
     assert words == "&lt;b&gt;x&lt;/b&gt; 1 · RTVI 2.1.0"  # a bot's words are text, never markup
@@ -241,4 +241,6 @@ def test_thresholds_read_in_their_conditions_unit():
     rendered = Template("{% load dashboard_format %}{% for r in rules %}{{ r|threshold }};{% endfor %}").render(
         Context({"rules": [latency, AlertRule(condition=latency.condition, threshold=850), rate, badly, default]})
     )
-    assert rendered == "1.5 s;850 ms;12.5 %;3;default;"
+    assert rendered == "1.5 s;850 ms;12.5 %;3;1.5 s (default);"
+    fatal = AlertRule(condition=AlertRule.Condition.FATAL_ERROR)  # a condition that takes none
+    assert Template("{% load dashboard_format %}{{ r|threshold }}").render(Context({"r": fatal})) == "none"
