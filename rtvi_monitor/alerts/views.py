@@ -420,7 +420,7 @@ def alert_list(request):
         "alerts/alert_list.html",
         {
             **_page_context(request),
-            "firing": list(alerts.filter(status=Alert.Status.FIRING)),
+            "firing": list(alerts.filter(status=Alert.Status.FIRING).order_by(*Alert.FIRING_ORDER)),
             "history": list(alerts.filter(status=Alert.Status.RESOLVED)[:100]),
             "rules": AlertRule.objects.filter(organization=organization)
             .select_related("agent")

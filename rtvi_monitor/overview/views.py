@@ -64,7 +64,9 @@ async def _overview_context(request) -> dict | None:
         known = listing.find(group.agent_id) if group.agent_id else None
         group.agent_name = known.name if known else group.agent_name
     firing = await sync_to_async(list)(
-        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING).select_related("rule", "assignee")
+        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING)
+        .select_related("rule", "assignee")
+        .order_by(*Alert.FIRING_ORDER)
     )
     return {
         "organization": organization,

@@ -203,3 +203,21 @@ def test_another_organizations_overview_neither_shows_nor_works_the_alert(firing
     assert response.status_code == 404
     firing_alert.refresh_from_db()
     assert firing_alert.acknowledged_at is None
+
+
+def test_what_nobody_has_acknowledged_is_listed_first(org, staff_client):
+    rule = rule_of(org, C.ERROR_RATE)
+    now = timezone.now()
+    older = Alert.objects.create(
+        rule=rule, organization=org, key="a", summary="older", fired_at=now - timedelta(hours=1)
+    )
+    newer = Alert.objects.create(
+        rule=rule, organization=org, key="b", summary="newer", fired_at=now, acknowledged_at=now, acknowledged_by="ops"
+    )
+    newest = Alert.objects.create(
+        rule=rule, organization=org, key="c", summary="newest", fired_at=now + timedelta(seconds=1)
+    )
+    expected = [f'id="alert-{a.pk}"' for a in (newest, older, newer)]
+    for page in ("/", "/alerts/"):
+        html = staff_client.get(page).content.decode()
+        assert sorted(expected, key=html.index) == expected, page
