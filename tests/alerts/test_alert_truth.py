@@ -221,3 +221,23 @@ def test_what_nobody_has_acknowledged_is_listed_first(org, staff_client):
     for page in ("/", "/alerts/"):
         html = staff_client.get(page).content.decode()
         assert sorted(expected, key=html.index) == expected, page
+
+
+def test_a_resolved_alert_says_its_summary_is_the_last_while_firing_and_shows_no_silence(org, staff_client):
+    rule = rule_of(org, C.ERROR_RATE)
+    later = timezone.now() + timedelta(hours=1)
+    alert = Alert.objects.create(
+        rule=rule,
+        organization=org,
+        summary="17.8 % of sessions had errors",
+        status=Alert.Status.RESOLVED,
+        resolved_at=timezone.now(),
+        silenced_until=later,
+        silenced_by="ops",
+    )
+    html = staff_client.get(f"/alerts/{alert.pk}/").content.decode()
+    assert 'data-testid="last-firing">Last while firing:</span> <span class="summary">17.8 %' in html
+    assert 'data-testid="silenced"' not in html and 'data-testid="unacknowledged"' not in html
+    Alert.objects.filter(pk=alert.pk).update(status=Alert.Status.FIRING, resolved_at=None)
+    html = staff_client.get(f"/alerts/{alert.pk}/").content.decode()
+    assert 'data-testid="silenced">silenced until <time' in html and "Last while firing" not in html
