@@ -272,3 +272,41 @@ def test_the_alert_page_lists_every_session_newest_first_a_page_at_a_time(browse
         assert errors == []
     finally:
         context.close()
+
+
+def a_call(server, token: str) -> None:
+    """A bot's short call over the public ingest socket: the Overview is pinged that a session changed."""
+    import time
+
+    import websockets.sync.client as ws
+
+    from tests.sockets import rtvi, wrap
+
+    call = f"ping-{uuid.uuid4().hex[:6]}"
+    with ws.connect(
+        f"{server.ws_url}/ws/ingest/{call}/", additional_headers={"Authorization": f"Bearer {token}"}
+    ) as bot:
+        bot.send(json.dumps(wrap(1, rtvi("bot-ready", {"version": "2.1.0"}), sent_at=time.time())))
+        assert json.loads(bot.recv(timeout=10)) == {"ack": 1}
+
+
+@pytest.mark.parametrize(("width", "height"), WIDTHS)
+def test_the_overview_holds_still_while_an_operator_is_at_an_alerts_form(browser, world, width, height):
+    server, pk = world.server, world.pk
+    token = server.manage("create_ingest_token", "--org", ORG).splitlines()[-1]
+    context, page, errors = open_page(browser, server, width, height, "night-operator", PASSWORD)
+    try:
+        page.wait_for_selector("#conn:text('connected')")
+        select = f"#alert-{pk} select[name=minutes]"
+        page.locator(f"#alert-{pk} [data-testid=alert-actions]").hover()
+        page.select_option(select, "240")
+        page.evaluate(f"document.querySelector('{select}').dataset.chosen = 'here'")  # gone if the panel is redrawn
+        a_call(server, token)
+        page.wait_for_timeout(4000)  # a ping's refresh comes within 2 s when nobody holds the panel
+        assert page.evaluate(f"document.querySelector('{select}').dataset.chosen") == "here"
+        assert page.input_value(select) == "240"
+        page.mouse.move(1, 1)  # the hand leaves: the held refresh goes ahead
+        page.wait_for_function(f"!document.querySelector('{select}').dataset.chosen", timeout=10000)
+        assert errors == []
+    finally:
+        context.close()
