@@ -89,6 +89,14 @@ def window(rule) -> str:
 
 
 @register.filter
+def alert_levels(rule) -> str:
+    """When the rule's alerts fire and resolve, hysteresis included: "fires above 20 %; resolves at 16 % or below"."""
+    from rtvi_monitor.alerts.rules import levels_text
+
+    return levels_text(rule)
+
+
+@register.filter
 def error_kind(text: str) -> str:
     """An error as a viewer sees it: its kind, never its words (dashboard/access/policy.py error_kind)."""
     return access.error_kind(text)
@@ -113,9 +121,10 @@ def signed_seconds(value) -> str:
 
 @register.simple_tag
 def session_link(session_id):
-    """A link to a session's page: its id short (a UUID by its first 8 characters), the whole id on hover."""
+    """A link to a session's page: its id short (a UUID by its first 8 characters), the whole id on hover; class
+    "id", which dashboard.css keeps on one line (an id broken at its hyphen reads as two)."""
     return format_html(
-        '<a href="{}" title="{}">{}</a>',
+        '<a class="id" href="{}" title="{}">{}</a>',
         reverse("session_detail", args=[session_id]),
         session_id,
         display.short_id(session_id),

@@ -178,6 +178,10 @@ class Alert(models.Model):
     def __str__(self) -> str:
         return self.summary
 
+    # How firing alerts are listed (the alerts page, the Overview): those nobody has acknowledged first, then
+    # the newest: what still needs somebody comes before what somebody has.
+    FIRING_ORDER = (models.F("acknowledged_at").asc(nulls_first=True), "-fired_at", "-pk")
+
     @property
     def masked_summary(self) -> str:
         """The summary without what a bot's error said (for viewers): a fatal error's text can quote a caller."""

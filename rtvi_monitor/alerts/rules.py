@@ -33,6 +33,7 @@ closes with it. What people do about an alert is rtvi_monitor/alerts/actions.py.
 
 import asyncio
 import logging
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -113,8 +114,43 @@ def _fatal_error(rule: AlertRule, now: datetime, threshold, window: int, context
 
 
 # Hysteresis: a firing alert clears only once its figure is this share of its threshold or less,
-# so a figure hovering at the threshold does not fire and resolve every round.
+# so a figure hovering at the threshold does not fire and resolve every round. The comparisons below and
+# the words the pages show (levels_text) both take it from here.
 CLEAR_AT = 0.8
+
+
+def _above(figure: float, threshold: float, firing: bool) -> bool:
+    """A rate or a latency holds: above the threshold to fire; once firing, above CLEAR_AT of it to stay."""
+    return figure > (threshold * CLEAR_AT if firing else threshold)
+
+
+def _at_least(count: int, threshold: float, firing: bool) -> bool:
+    """A count holds: at least the threshold to fire; once firing, at least CLEAR_AT of it to stay."""
+    return count >= (threshold * CLEAR_AT if firing else threshold)
+
+
+def levels_text(rule: AlertRule) -> str:
+    """When a rule's alert fires and when it resolves, in words, from the same comparisons and CLEAR_AT as
+    the evaluation: "fires above 20 %; resolves at 16 % or below". The pages show it beside the figure an
+    alert fired on, so that a figure between the two (18 %, still firing) reads as the rule, not a fault."""
+    threshold, window = settings_of(rule)
+    if rule.condition == C.ERROR_RATE:
+        return f"fires above {threshold:g} %; resolves at {threshold * CLEAR_AT:g} % or below"
+    if rule.condition == C.TURN_LATENCY_P95:
+        fires, clears = duration_text(threshold), duration_text(threshold * CLEAR_AT)
+        return f"fires above {fires}; resolves at {clears} or below"
+    if rule.condition == C.ENDED_BADLY:
+        # Whole sessions: the fewest that hold, and the most that are short of CLEAR_AT of the threshold.
+        fires, clears = math.ceil(threshold), math.ceil(threshold * CLEAR_AT) - 1
+        return f"fires at {fires} sessions or more in {window} min; resolves at {clears} or fewer"
+    if rule.condition == C.FATAL_ERROR:
+        return f"fires on a fatal error; resolves once {window} min pass with none"
+    if rule.condition == C.NO_SESSIONS:
+        return (
+            f"fires when an agent with {threshold:g} or more sessions in the 24 h before has none for {window} min; "
+            "resolves when it has one"
+        )
+    return f"fires when the agents API has failed for {window} min; resolves when it answers"
 
 
 def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding] | None:
@@ -125,11 +161,11 @@ def _error_rate(rule: AlertRule, now: datetime, threshold, window: int, context:
     bad = sessions.filter(HAS_ERRORS)
     with_errors = bad.count()
     percent = round(100 * with_errors / total, 1)
-    if percent <= (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):
+    if not _above(percent, threshold, "" in context.get("firing", ())):
         return []
     ids = list(bad.order_by("-started_at").values_list("session_id", flat=True)[:SESSIONS_NAMED])
     who = f" of {rule.target_agent_name}" if rule.target_agent else ""
-    summary = f"{percent:g}% of sessions{who} had errors in the last {window} min ({with_errors} of {total})"
+    summary = f"{percent:g} % of sessions{who} had errors in the last {window} min ({with_errors} of {total})"
     figures = {"percent": percent, "with_errors": with_errors, "sessions": total, "threshold_percent": threshold}
     return [Finding("", summary, figures, ids, rule.target_agent)]
 
@@ -152,7 +188,7 @@ def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, contex
             continue  # the p95 of two calls is the slower one: too few to say the agent is slow
         sessions.sort(reverse=True)
         p95 = percentile(sorted(s[0] for s in sessions), 95)
-        if p95 is None or p95 <= (threshold * CLEAR_AT if agent_id in context.get("firing", ()) else threshold):
+        if p95 is None or not _above(p95, threshold, agent_id in context.get("firing", ())):
             continue
         name = sessions[0][2]
         summary = (
@@ -205,7 +241,7 @@ def _ended_badly(rule: AlertRule, now: datetime, threshold, window: int, context
         .order_by("-ended_at")
         .values_list("session_id", "end_kind")
     )
-    if len(rows) < (threshold * CLEAR_AT if "" in context.get("firing", ()) else threshold):
+    if not _at_least(len(rows), threshold, "" in context.get("firing", ())):
         return []
     by_kind = {kind.label: sum(1 for _, k in rows if k == kind) for kind in kinds}
     how = ", ".join(f"{label}: {n}" for label, n in by_kind.items() if n)

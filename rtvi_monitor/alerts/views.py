@@ -22,7 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import BadRequest, ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
@@ -49,9 +49,11 @@ from rtvi_monitor.alerts import actions as alert_actions
 from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts import thresholds
 from rtvi_monitor.alerts.models import Alert, AlertRule, webhook_host
+from rtvi_monitor.alerts.named import named_sessions
 from rtvi_monitor.alerts.thresholds import settings_of
 
 MAX_WINDOW = 7 * 24 * 60
+MAX_PAGE = 10_000  # the `page` of an alert's sessions a URL may ask for (past the last: the last)
 FIELDS = {
     "name",
     "condition",
@@ -417,7 +419,7 @@ def alert_list(request):
         "alerts/alert_list.html",
         {
             **_page_context(request),
-            "firing": list(alerts.filter(status=Alert.Status.FIRING)),
+            "firing": list(alerts.filter(status=Alert.Status.FIRING).order_by(*Alert.FIRING_ORDER)),
             "history": list(alerts.filter(status=Alert.Status.RESOLVED)[:100]),
             "rules": AlertRule.objects.filter(organization=organization)
             .select_related("agent")
@@ -429,9 +431,18 @@ def alert_list(request):
 @require_GET
 @member_required("alerts.read")
 def alert_detail(request, pk: int):
-    """One alert: what it says, who has it, its notes and deliveries (where notifications link to)."""
+    """One alert: what it says, who has it, every session it names (`page`: a page of them), its notes and
+    deliveries (where notifications link to)."""
     alert = get_object_or_404(_alerts(request.organization), pk=pk)
-    return render(request, "alerts/alert_detail.html", {**_page_context(request), "alert": alert, "one": [alert]})
+    try:
+        number = Query(request.GET).whole_number("page", 1, 1, MAX_PAGE)
+    except BadParam as exc:
+        raise BadRequest(str(exc)) from None
+    return render(
+        request,
+        "alerts/alert_detail.html",
+        {**_page_context(request), "alert": alert, "one": [alert], "named": named_sessions(alert, number)},
+    )
 
 
 @require_POST

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from dashboard.access.auth import member_required
 from dashboard.agents import service as agents_service
 from dashboard.web.http import arender
+from rtvi_monitor.alerts import actions as alert_actions
 from rtvi_monitor.alerts.models import Alert
 from rtvi_monitor.live import relay
 from rtvi_monitor.overview.figures import overview
@@ -63,13 +64,16 @@ async def _overview_context(request) -> dict | None:
         known = listing.find(group.agent_id) if group.agent_id else None
         group.agent_name = known.name if known else group.agent_name
     firing = await sync_to_async(list)(
-        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING).select_related("rule")
+        Alert.objects.filter(organization=organization, status=Alert.Status.FIRING)
+        .select_related("rule", "assignee")
+        .order_by(*Alert.FIRING_ORDER)
     )
     return {
         "organization": organization,
         "summary": summary,
         "listing": listing,
         "firing": firing,
+        "silences": alert_actions.SILENCES,  # an operator silences a firing alert from here as on its page
         "generated_at": generated_at,
     }
 

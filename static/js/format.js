@@ -47,8 +47,9 @@ export function clockTime(date, where) {
 }
 
 /**
- * How long ago: "just now", "12 s ago", "4 min ago", "3 h ago", then the date and minute ("2026-11-21 09:15")
- * in the operator's zone. A time slightly in the future (the browser's clock behind the server's) is "just now".
+ * How long ago: "just now", "12 s ago", "4 min ago", "3 h ago", then the date and minute in the operator's zone,
+ * the zone named ("2026-11-21 09:15 CET"), as for a time to come ("silenced until 2026-11-21 09:15 CET").
+ * A time slightly in the future (the browser's clock behind the server's) is "just now".
  * @param {Date} date
  * @param {number} now epoch milliseconds
  */
@@ -57,7 +58,7 @@ export function relativeTime(date, now, where) {
   const seconds = (now - date.getTime()) / 1000;
   if (seconds <= -SKEW_S || seconds >= DAY_S) {
     const f = dateFields(date, where);
-    return `${f.year}-${f.month}-${f.day} ${f.hour}:${f.minute}`;
+    return `${f.year}-${f.month}-${f.day} ${f.hour}:${f.minute} ${f.timeZoneName}`;
   }
   if (seconds < RECENT_S) return "just now";
   if (seconds < 60) return `${Math.floor(seconds)} s ago`;

@@ -48,6 +48,7 @@ function when(iso) {
  */
 function sessionCells(session) {
   const link = document.createElement("a");
+  link.className = "id"; // kept on one line, as the server's session_link (dashboard.css a.id)
   // Session ids are URL-safe by rule (rtvi_monitor.models.SESSION_ID_RE); ":" stays, as Django's reverse() writes it.
   link.href = `${config.session_url}${encodeURIComponent(session.id).replaceAll("%3A", ":")}/`;
   link.title = session.id; // shown short (a UUID by its first 8 characters), whole on hover

@@ -261,7 +261,7 @@ def test_the_page_acts_with_plain_forms_and_shows_notes_as_text(firing, operator
     operator_client.post(f"/alerts/{firing.pk}/act/", {"do": "assign", "user": "operator"})
     page = operator_client.get("/alerts/").content.decode()
     assert 'data-testid="acknowledged">acknowledged by operator' in page
-    assert "silenced until resolved by operator" in page and "owner: operator" in page
+    assert "silenced until it resolves by operator" in page and "owner: operator" in page
     assert "&lt;img src=x onerror=alert(1)&gt; restarted the TTS" in page and "<img src=x" not in page
     assert 'data-testid="acknowledge"' not in page  # taken: no button left
     detail = operator_client.get(f"/alerts/{firing.pk}/").content.decode()

@@ -28,7 +28,7 @@ PARIS = ZoneInfo("Europe/Paris")
 AWAY = re.compile(
     r"^bot away since \d\d:\d\d:\d\d CES?T — the session ends if it does not return within the grace period$"
 )
-AGO = re.compile(r"^(just now|\d+ s ago|\d+ min ago|\d+ h ago|\d{4}-\d\d-\d\d \d\d:\d\d)$")
+AGO = re.compile(r"^(just now|\d+ s ago|\d+ min ago|\d+ h ago|\d{4}-\d\d-\d\d \d\d:\d\d \S+)$")
 
 
 @pytest.fixture(scope="module")

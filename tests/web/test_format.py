@@ -223,7 +223,7 @@ def test_the_filters_keep_the_whole_id_on_hover_and_the_words_escaped():
     short, link, words, raw = rendered.split("|")
     assert short == '<code class="id" title="4cab03c7-8f53-4e1b-9a0d-2f6c1e7b5a90">4cab03c7</code>'
     assert link == (
-        '<a href="/sessions/9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90/" '
+        '<a class="id" href="/sessions/9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90/" '
         'title="9f8e7d6c-8f53-4e1b-9a0d-2f6c1e7b5a90">9f8e7d6c</a>'
     )
     assert words == "&lt;b&gt;x&lt;/b&gt; 1 · RTVI 2.1.0"  # a bot's words are text, never markup
