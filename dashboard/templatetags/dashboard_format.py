@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from dashboard.access import policy as access
 from dashboard.web import display
-from rtvi_monitor.core.figure_names import FIGURES
+from rtvi_monitor.core.figure_names import FIGURES, WAIT
 
 register = template.Library()
 
@@ -40,6 +40,18 @@ def figure_name(key: str) -> str:
 def figure_meaning(key: str) -> str:
     """What a figure measures, from and to, and which turns count, in one sentence (figure_names.py)."""
     return FIGURES[key].meaning
+
+
+@register.simple_tag
+def figure_how(key: str) -> str:
+    """How a figure summarises the turns' waits, and which count (figure_names.py)."""
+    return FIGURES[key].how
+
+
+@register.simple_tag
+def figure_wait() -> str:
+    """The wait every latency figure summarises, from and to (figure_names.py WAIT)."""
+    return WAIT
 
 
 @register.filter

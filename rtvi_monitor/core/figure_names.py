@@ -22,19 +22,22 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Figure:
     name: str  # what every page and table heading calls it
-    meaning: str  # what it measures, from and to, and which turns count: one sentence
+    how: str  # how the turns' waits are summarised, and which count
+
+    @property
+    def meaning(self) -> str:
+        """What it measures, from and to, which turns count and how: one sentence (a heading's title, /metrics)."""
+        return f"{WAIT}; {self.how}"
 
 
-WAIT = "from the user stopping speaking to the bot starting to speak, in spoken turns"
+# The wait both figures summarise: what each turn measures (the reducer's and the diagnosis' `latency_ms`).
+WAIT = "the wait from the user stopping speaking to the bot starting to speak, in spoken turns"
 
-TURN_LATENCY = Figure(
-    "Turn latency, every turn",
-    f"each turn's wait, {WAIT}, every turn counted once (p50: half the turns waited less; p95: 1 in 20 waited more)",
-)
+TURN_LATENCY = Figure("Turn latency, every turn", "every turn counted once")
 BY_CALL = Figure(
     "Turn latency by call",
-    f"each call's own p50 and p95 of its turns' wait ({WAIT}), then the median of the calls' p50s and the 95th "
-    "percentile of their p95s: every call counted once, however many turns it had",
+    "each call's own p50 and p95, then the median of the calls' p50s and the 95th percentile of their p95s: "
+    "every call counted once, however many turns it had",
 )
 
 FIGURES = {"turn_latency": TURN_LATENCY, "by_call": BY_CALL}

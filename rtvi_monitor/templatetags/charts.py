@@ -78,6 +78,13 @@ def chartable(hours) -> bool:
     return hours_with_turns(hours or ()) >= MIN_HOURS
 
 
+@register.filter
+def chart_top(hours) -> str:
+    """The top of a latency chart of these hours (its highest p95 or p50), as a duration: the scale a caption gives."""
+    known = [v for h in hours or () for v in (h["p50"], h["p95"]) if v is not None]
+    return duration_text(max(known)) if known else duration_text(None)
+
+
 @register.simple_tag
 def latency_chart(hours, width=160, height=36, explain=False):
     """An agent's hourly p50 (solid) and p95 (dashed) turn latency by call, from zero, on a baseline; the top
