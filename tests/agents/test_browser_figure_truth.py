@@ -169,6 +169,8 @@ def test_the_overview_agents_table_sets_each_sparkline_beside_its_figures_and_ne
     context, page = open_page(browser, server, width, username, password)
     try:
         table = page.locator("[data-testid=agents-overview]")
+        # The count beside the bars is the day's, not an hour's.
+        assert table.locator("thead th").nth(2).evaluate("(e) => e.textContent") == "Sessions in 24 h, by the hour"
         header = table.locator("thead th").nth(3)
         assert header.evaluate("(e) => e.textContent") == f"{BY_CALL.name} p50 / p95"
         assert header.get_attribute("title") == BY_CALL.meaning
@@ -181,6 +183,7 @@ def test_the_overview_agents_table_sets_each_sparkline_beside_its_figures_and_ne
         # Beside the figures, centred on their line, wide enough to read.
         assert box["x"] + box["width"] <= figure["x"] and box["width"] >= 90
         assert abs((box["y"] + box["height"] / 2) - (figure["y"] + figure["height"] / 2)) <= 4
+        assert row.locator("[data-testid=sessions-24h]").inner_text() == "15"
         bars = row.locator("svg.spark rect").first
         assert bars.evaluate("(e) => getComputedStyle(e).fill") == css_colour(page, "--accent")  # a count, not red
         for other in table.locator("[data-testid=latency-pair]").all():
