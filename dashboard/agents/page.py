@@ -14,7 +14,7 @@ from django.utils import timezone
 from dashboard.agents import pipecat_cloud
 from dashboard.agents.pipecat_cloud import SESSION_STATUSES, START_TYPES
 from dashboard.web.http import BadParam, Query, default_first
-from rtvi_monitor.overview.figures import agent_overview
+from rtvi_monitor.overview.figures import agent_overview, day_start
 from rtvi_monitor.sessions import platform_join
 from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_turn_figures
 
@@ -84,6 +84,7 @@ def _agent_figures(organization, agent, sessions_page, sample, now, turns_period
     platform_rows = sessions_page.value.sessions if sessions_page.value else []
     return {
         "figures": mine,
+        "figures_since": day_start(now),  # where the figures' (and the Overview's) 24 hours begin
         "turn_figures": agent_turn_figures(organization, agent.id, turns_period, now, agent.active_deployment_id),
         "deployments": platform_join.deployments(
             organization,

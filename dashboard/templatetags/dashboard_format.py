@@ -15,6 +15,7 @@ from django.utils.html import format_html
 
 from dashboard.access import policy as access
 from dashboard.web import display
+from rtvi_monitor.core.figure_names import FIGURES, WAIT
 
 register = template.Library()
 
@@ -27,6 +28,42 @@ def duration(value, unit: str = "ms") -> str:
     if unit not in ("ms", "s"):
         raise template.TemplateSyntaxError(f"duration: unit {unit!r} is not ms or s")
     return display.seconds_text(value) if unit == "s" else display.duration_text(value)
+
+
+@register.simple_tag
+def figure_name(key: str) -> str:
+    """What a figure is called on every page ("Turn latency by call"): rtvi_monitor/core/figure_names.py."""
+    return FIGURES[key].name
+
+
+@register.simple_tag
+def figure_meaning(key: str) -> str:
+    """What a figure measures, from and to, and which turns count, in one sentence (figure_names.py)."""
+    return FIGURES[key].meaning
+
+
+@register.simple_tag
+def figure_how(key: str) -> str:
+    """How a figure summarises the turns' waits, and which count (figure_names.py)."""
+    return FIGURES[key].how
+
+
+@register.simple_tag
+def figure_wait() -> str:
+    """The wait every latency figure summarises, from and to (figure_names.py WAIT)."""
+    return WAIT
+
+
+@register.filter
+def percent(share) -> str:
+    """A share (0..1) as a person reads it: "12 %", "0.4 %" under 1 %; "—" for None (display.percent_text)."""
+    return display.percent_text(share)
+
+
+@register.filter
+def money(usd) -> str:
+    """US dollars to the cent: "$0.05", "$1,234.50"; "—" for None (display.money_text)."""
+    return display.money_text(usd)
 
 
 @register.filter

@@ -66,6 +66,33 @@ def usd_text(value: Any) -> str:
     return f"{'-' if value < 0 else ''}${whole.lstrip('-')}.{cents.ljust(2, '0')}"
 
 
+def percent_text(share: Any) -> str:
+    """A share (0 to 1) as a whole percentage: "0 %", "12 %", "100 %"; "<1 %" and ">99 %" for a share that is
+    neither none nor all but would round to it (1 error in 300 calls is not "0 %"); "—" for None.
+
+    Half up, as JavaScript's Math.round: static/js/format.js's percentText is the same rule.
+    """
+    if not _number(share):
+        return UNKNOWN
+    whole = math.floor(share * 100 + 0.5)
+    if whole <= 0 < share:
+        return "<1 %"
+    if whole >= 100 > share * 100:
+        return ">99 %"
+    return f"{max(whole, 0)} %"
+
+
+def money_text(usd: Any) -> str:
+    """US dollars to the cent, thousands grouped: "$0.05", "$1,234.50"; "<$0.01" for a cost under a cent that is
+    not nothing; "—" for None."""
+    if not _number(usd):
+        return UNKNOWN
+    cents = math.floor(usd * 100 + 0.5)
+    if cents <= 0 < usd:
+        return "<$0.01"
+    return f"${max(cents, 0) // 100:,}.{max(cents, 0) % 100:02d}"
+
+
 def is_opaque(value: Any) -> bool:
     """Whether an id is one a person cannot read whole (a UUID, a long hex run): shown short."""
     return isinstance(value, str) and _OPAQUE.fullmatch(value) is not None

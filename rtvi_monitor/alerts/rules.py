@@ -15,8 +15,9 @@ Conditions (threshold and window_minutes default as in thresholds.py's DEFAULTS)
   rule; later fatal sessions join it; it resolves when a window passes with none.
 - error_rate: the share of sessions started within the window that had an
   error is above `threshold` percent (at least MIN_SESSIONS sessions).
-- turn_latency_p95_ms: an agent's turn latency p95 over the sessions active
-  within the window is above `threshold` ms. One alert per agent.
+- turn_latency_p95_ms: an agent's turn latency by call p95 (core/figure_names.py BY_CALL: the 95th
+  percentile of the sessions' own p95s) over the sessions active within the window is above `threshold`
+  ms. One alert per agent.
 - no_sessions_minutes: an agent that usually has sessions (at least
   `threshold` in the 24 hours before the window) has had none start within
   the window, and has none live. One alert per agent.
@@ -54,6 +55,7 @@ from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertRule
 from rtvi_monitor.alerts.notify import Target, slack_text
 from rtvi_monitor.alerts.thresholds import settings_of
+from rtvi_monitor.core.figure_names import BY_CALL
 from rtvi_monitor.core.reducer.turns import percentile
 from rtvi_monitor.live.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.models import Lease
@@ -192,7 +194,8 @@ def _turn_latency(rule: AlertRule, now: datetime, threshold, window: int, contex
             continue
         name = sessions[0][2]
         summary = (
-            f"{name}: turn latency p95 {duration_text(p95)} over the last {window} min "
+            # By call, as the Overview's figure of the same name: each session's own p95, then their 95th percentile.
+            f"{name}: {BY_CALL.name.lower()} p95 {duration_text(p95)} over the last {window} min "
             f"(threshold {duration_text(threshold)})"
         )
         figures = {"p95_ms": round(p95, 1), "threshold_ms": threshold, "sessions": len(sessions)}

@@ -1065,7 +1065,9 @@ def summary(turns: list[dict]) -> dict:
     for turn in turns:
         if turn["at"].get("bot_started") is not None:
             replies += 1
-        if turn["latency_ms"] is not None:
+        # Turn latency counts spoken turns only, as the reducer's (a session's own p50/p95, /metrics) does: a typed
+        # turn's wait is from its text, not from a voice (core/figure_names.py TURN_LATENCY).
+        if turn["latency_ms"] is not None and turn["started_by"] == "user":
             latency.append(turn["latency_ms"])
         for stage in turn["stages"]:
             if stage["ms"] is not None:

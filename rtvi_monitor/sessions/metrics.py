@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from dashboard.agents.models import Agent
 from dashboard.net import outbound
+from rtvi_monitor.core import figure_names
 from rtvi_monitor.core.protocol import CATALOG
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.sessions.models import FAILED_ENDS, Session
@@ -43,7 +44,8 @@ ERRORS = Counter(
 LATENCY_BUCKETS = (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13)
 TURN_LATENCY = Histogram(
     "rtvi_turn_latency_seconds",
-    "From the user stopping to the bot speaking, per turn",
+    # The pages' "Turn latency, every turn": Grafana's histogram_quantile of it is that, not the figure by call.
+    f"{figure_names.TURN_LATENCY.name}: {figure_names.TURN_LATENCY.meaning}",
     ["organization", "agent"],
     buckets=LATENCY_BUCKETS,
     registry=REGISTRY,

@@ -117,3 +117,16 @@ export function shortId(id) {
   const text = String(id);
   return OPAQUE.test(text) ? text.slice(0, 8) : text;
 }
+
+/**
+ * A share (0 to 1) as a whole percentage: "0 %", "12 %", "100 %"; "<1 %" and ">99 %" for a share that is neither
+ * none nor all but would round to it; "—" when unknown. dashboard/web/display.py's percent_text is the same rule.
+ * @param {number | null | undefined} share
+ */
+export function percentText(share) {
+  if (typeof share !== "number" || !Number.isFinite(share)) return "—";
+  const whole = Math.floor(share * 100 + 0.5);
+  if (whole <= 0 && share > 0) return "<1 %";
+  if (whole >= 100 && share * 100 < 100) return ">99 %";
+  return `${Math.max(whole, 0)} %`;
+}

@@ -15,6 +15,7 @@ import { formatDuration } from "./format.js";
 import { liveSocket } from "./live.js";
 import { mergeEvents } from "./message_format.js";
 import { createMessageLog } from "./message_log.js";
+import { FIGURE_COLORS, seriesStyles } from "./palette.js";
 import { applyChanges, batchFits, createModel } from "./model.js";
 import { sessionStatus } from "./session_row.js";
 import {
@@ -29,7 +30,6 @@ import {
   lastValue,
   panWindow,
   replyTurns,
-  seriesColor,
   seriesNames,
   tickLabel,
   usageRows,
@@ -293,7 +293,7 @@ function markTranscript(scroll) {
 const themed = () => {
   const css = getComputedStyle(document.documentElement);
   const get = (name) => css.getPropertyValue(name).trim();
-  return { fg: get("--fg"), muted: get("--muted"), line: get("--line"), err: get("--err") };
+  return { fg: get("--fg"), muted: get("--muted"), line: get("--line"), err: get("--err"), get: (name) => get(name) || "gray" };
 };
 
 /** The ms a legend shows: the hovered point's, else the series' last. */
@@ -349,13 +349,15 @@ function renderCharts(state) {
   for (const kind of ["ttfb", "processing"]) {
     const { names, data } = metricSeries(state, kind);
     const labels = seriesNames(names);
+    const styles = seriesStyles(names); // each service in its kind's colour, as on the timeline (palette.js)
+    const { get } = themed();
     chart(
       `chart-${kind}`,
       labels.join("\n"),
       {
         series: [
           { label: "time", value: (_u, v) => (v === null || v === undefined ? "—" : clockOf(v, { ms: true })) },
-          ...labels.map((label, i) => ({ label, stroke: seriesColor(i), width: 1.5, spanGaps: true, points: { show: true, size: 5 }, value: msValue })),
+          ...labels.map((label, i) => ({ label, stroke: get(styles[i].color), dash: styles[i].dash, width: 1.5, spanGaps: true, points: { show: true, size: 5 }, value: msValue })),
         ],
         scales: { x: { time: true, range: () => [page.shown.from, page.shown.to] }, y: { range: fromZero } },
         // The timeline's clock on the axis too (uPlot's own would add a date, and a format of its own).
@@ -366,16 +368,16 @@ function renderCharts(state) {
       data,
     );
   }
-  const { err, muted } = themed();
+  const { fg, get } = themed();
   chart(
     "chart-latency",
     "latency",
     {
       series: [
         { label: "turn", value: (_u, v) => (v === null || v === undefined ? "—" : `#${v}`) },
-        { label: "turn latency", stroke: seriesColor(0), width: 1.5, points: { show: true, size: 6 }, value: msValue },
-        { label: "p50", stroke: muted, dash: [4, 4], points: { show: false }, value: msValue },
-        { label: "p95", stroke: err, dash: [4, 4], points: { show: false }, value: msValue },
+        { label: "turn latency", stroke: fg, width: 1.5, points: { show: true, size: 6 }, value: msValue },
+        { label: "p50", stroke: get(FIGURE_COLORS.p50), dash: [4, 4], points: { show: false }, value: msValue },
+        { label: "p95", stroke: get(FIGURE_COLORS.p95), dash: [4, 4], points: { show: false }, value: msValue },
       ],
       scales: { x: { time: false, range: (_u, min, max) => [(min ?? 1) - 0.5, (max ?? 1) + 0.5] }, y: { range: fromZero } },
       // Turns are whole numbers: ticks on whole steps only.

@@ -1,5 +1,5 @@
 // Pure helpers of the session page's views: the header's facts, the replies' turns and waterfalls,
-// the timeline's window and time axis, the charts' names and colours, the message log's pages.
+// the timeline's window and time axis, the charts' names (their colours: palette.js), the message log's pages.
 // No DOM here (tests/js/session_view.test.mjs).
 //
 // Like state_format.js, these only pick, place and word what the server sent: the session row and
@@ -289,13 +289,6 @@ export function seriesNames(keys) {
     const instance = split[i][0].match(/#\d+$/);
     return instance ? `${name} ${instance[0]}` : name;
   });
-}
-
-// Distinct hues that read on the light and the dark theme (Tableau 10), red last: the p95 line's colour.
-export const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac"];
-
-export function seriesColor(i) {
-  return PALETTE[i % PALETTE.length];
 }
 
 /** The last value of a chart column that has one, for legends while no point is hovered. */

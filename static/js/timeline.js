@@ -3,10 +3,10 @@
 // It draws what it is given (the state's intervals, turns and markers, a window of time, the cursor)
 // and reports what the operator does with it: drag to pan, ctrl+wheel (a trackpad's pinch) or the
 // keyboard to zoom, a click to place the cursor. The page owns the window and the cursor.
+import { LANE_COLORS } from "./palette.js";
 import { clockOf, isSlow, timeTicks } from "./session_view.js";
 import { LANES, timelineMarkers, timelineRows } from "./timeline_lanes.js";
 
-const LANE_COLORS = { user_speaking: "--user", bot_speaking: "--bot", llm_busy: "--accent", tts_busy: "--ok", function_calls: "--warn", interruptions: "--err" };
 const MARKER_COLORS = { "disconnect-bot": "--warn", ended: "--muted" };
 const WAITING = ["waiting", "user waiting (turn latency)"]; // the lane of turns: user stopped -> bot started
 const DRAG_PX = 4; // a press that moves less is a click

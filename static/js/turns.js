@@ -3,7 +3,7 @@
 // took them apart (GET /api/sessions/<id>/turns/, rtvi_monitor/core/diagnosis.py). This module only words and
 // places what it is given; every figure and every reason is the server's. Fetched again every 5 s while
 // the call is live. Text goes in with textContent only: what callers and bots said is never HTML.
-import { formatDuration } from "./format.js";
+import { formatDuration, percentText } from "./format.js";
 import { clockOf } from "./session_view.js";
 
 export const EVERY_MS = 5000;
@@ -19,10 +19,8 @@ export function turnStart(turn) {
 
 const STARTED_BY = { user: "the user spoke", bot: "started by the bot", text: "text sent" };
 
-/** "42 %" for a share from 0 to 1; "—" for none. */
-export function percent(share) {
-  return typeof share === "number" && Number.isFinite(share) ? `${Math.round(share * 100)} %` : "—";
-}
+/** "42 %" for a share from 0 to 1; "—" for none: every page's one rule (format.js percentText). */
+export const percent = percentText;
 
 /**
  * One interruption in words: its kind, how much of the reply had been said when it was cut, and why it is

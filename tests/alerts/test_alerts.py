@@ -108,7 +108,7 @@ def test_turn_latency_fires_per_agent(org, agents):
     assert evaluate(slow) == (1, 0)
     alert = Alert.objects.get()
     assert alert.key == str(agents[0].pk) and alert.agent == agents[0]
-    assert alert.summary.startswith("support-bot: turn latency p95 2.0 s") and alert.session_ids[0] == "s4"
+    assert alert.summary.startswith("support-bot: turn latency by call p95 2.0 s") and alert.session_ids[0] == "s4"
 
 
 @pytest.mark.parametrize("agent_key", ["1b7e6a42-0d5e-4d55-9d0c-7f9a1c1c2b11", "agent-7f3a-" + "x" * 80])
@@ -122,7 +122,7 @@ def test_turn_latency_fires_for_an_agent_of_pipecat_clouds_list(org, agent_key):
     assert evaluate(slow) == (1, 0)
     alert = Alert.objects.get()
     assert (alert.key, alert.agent) == (agent_key, None)
-    assert alert.summary.startswith("cloud-bot: turn latency p95 2.1 s")
+    assert alert.summary.startswith("cloud-bot: turn latency by call p95 2.1 s")
     assert AlertDelivery.objects.filter(alert=alert).count() == 1
     assert evaluate(slow) == (0, 0)  # still firing: the same alert
 

@@ -216,6 +216,50 @@ def test_a_name_that_does_not_say_its_kind_is_unknown(name):
     assert service_kind(name) == "unknown"
 
 
+UNSAID = [
+    "MoondreamService#0",
+    "STTMuteFilter#0",
+    "Watts",
+    "Pitts#1",
+    "llm-to-tts",
+    "p",
+    "",
+    None,
+    42,
+    " OpenAILLMService#0 ",
+]
+OWN = ["ScriptedLLM#0", "ScriptedTTS#0", "MyDeepgramSTT#3", "llm", "deepgram-stt", "my_tts_2", "Primary TTS"]
+
+
+def test_the_charts_colour_a_service_by_the_same_rule(tmp_path):
+    """static/js/palette.js serviceKind (each service's colour on every chart) says what service_kind says."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from tests.conftest import skip_or_fail
+
+    node = shutil.which("node")
+    if node is None:
+        skip_or_fail("Node.js is not installed: palette.js cannot be checked against service_kind")
+    palette = Path(__file__).resolve().parents[2] / "static" / "js" / "palette.js"
+    names = [*STT, *LLM, *TTS, *(f"{n}#3" for n in STT + LLM + TTS), *OWN, *UNSAID]
+    names += ["WhisperSTTServiceMLX#0", "GoogleLLMOpenAIBetaService#1", "PlayHTTTSService#0"]
+    script = (
+        f"import {{ serviceKind }} from {json.dumps(palette.as_uri())};"
+        "console.log(JSON.stringify(JSON.parse(process.argv[1]).map(serviceKind)));"
+    )
+    result = subprocess.run(
+        [node, "--input-type=module", "-e", script, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert json.loads(result.stdout) == [service_kind(name) for name in names]
+
+
 # --- where the dashboard asks -------------------------------------------------------
 
 

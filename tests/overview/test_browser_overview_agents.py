@@ -86,7 +86,7 @@ def test_every_agent_is_on_the_overview_and_dead_ones_are_red_with_why(browser, 
         idle = agent_row(page, "outbound-survey")
         assert idle.get_attribute("class") == ""
         assert idle.locator("td").nth(1).inner_text() == "0"
-        assert idle.locator("td").nth(2).locator("span.muted").inner_text() == "0"
+        assert idle.locator("td").nth(2).locator("[data-testid=sessions-24h]").inner_text() == "0"
         assert "— / —" in idle.locator("td").nth(3).inner_text()
         assert idle.locator("[data-testid=dead-reason]").count() == 0
 

@@ -82,7 +82,8 @@ def test_an_agent_with_no_sessions_is_listed_with_zeros_and_dashes(staff_client,
     idle = row(html, IDLE["id"])
     assert "idle-bot" in idle and not is_dead(idle)
     assert re.search(r'<td class="num" data-label="Live">0</td>', idle)  # live, labelled for a phone's stacked rows
-    assert '<span class="muted">0</span>' in idle and "no turns" in idle and "— / —" in idle
+    assert '<span class="figure" data-testid="sessions-24h">0</span>' in idle and "— / —" in idle
+    assert "<svg" not in idle.split('data-label="Sessions in 24 h, by the hour"')[1]  # no chart of nothing
     (figures,) = [a for a in agents if a["agent_id"] == IDLE["id"]]
     assert (figures["sessions"], figures["live"], figures["p95"], figures["cost_usd"]) == (0, 0, None, None)
     assert figures["problems"] == [] and figures["listed"] and not figures["unlisted"]

@@ -104,6 +104,46 @@ def test_format_js_and_the_filter_agree_everywhere():
     assert run_format_duration(values) == [duration(value) for value in values]
 
 
+# (share, text): the one percentage rule, server and browser (display.percent_text, format.js percentText).
+PERCENTS = [
+    (None, "—"),
+    (0, "0 %"),
+    (0.0001, "<1 %"),  # 1 error in 10,000 calls is not "0 %"
+    (0.00499, "<1 %"),
+    (0.005, "1 %"),
+    (0.125, "13 %"),  # half up
+    (0.375, "38 %"),
+    (0.9949, "99 %"),
+    (0.9951, ">99 %"),  # not all: never "100 %"
+    (1, "100 %"),
+]
+
+
+def test_every_share_reads_as_one_percentage_rule_in_both_languages():
+    from dashboard.templatetags.dashboard_format import percent
+
+    assert [percent(share) for share, _ in PERCENTS] == [text for _, text in PERCENTS]
+    node = shutil.which("node")
+    if node is None:
+        skip_or_fail("Node.js is not installed: format.js cannot be checked against the filter")
+    script = (
+        f"import {{ percentText }} from {json.dumps(FORMAT_JS.as_uri())};"
+        "console.log(JSON.stringify(JSON.parse(process.argv[1]).map(percentText)));"
+    )
+    shares = json.dumps([share for share, _ in PERCENTS])
+    result = subprocess.run(
+        [node, "--input-type=module", "-e", script, shares], capture_output=True, text=True, check=True, timeout=30
+    )
+    assert json.loads(result.stdout) == [text for _, text in PERCENTS]
+
+
+def test_money_reads_to_the_cent():
+    from dashboard.templatetags.dashboard_format import money
+
+    cases = [(None, "—"), (0, "$0.00"), (0.004, "<$0.01"), (0.005, "$0.01"), (0.051, "$0.05"), (1234.5, "$1,234.50")]
+    assert [money(usd) for usd, _ in cases] == [text for _, text in cases]
+
+
 def test_a_moment_is_written_in_utc_for_the_browser_to_rewrite():
     moment = datetime(2026, 11, 23, 13, 3, 7, 123456, tzinfo=UTC)
     html = Template('{% include "web/_when.html" with when=moment %}').render(Context({"moment": moment}))
