@@ -90,15 +90,19 @@ def one_line(page, selector) -> bool:
 
 
 def labels_on_one_line(page, table) -> bool:
-    """On a phone each cell's label floats before its value: one line each (a wrapped label makes its cell taller
-    than its value's line)."""
+    """On a phone each cell's label floats before its value, in a column of its own: each label's text fits that
+    column's width on one line (measured in the label's own font)."""
     return page.locator(f"#{table} tbody tr[data-session]").first.evaluate(
         """(row) => [...row.cells].every((td) => {
-            const value = document.createRange(); value.selectNodeContents(td);
-            const lines = new Set([...value.getClientRects()].map((r) => Math.round(r.top))).size || 1;
-            const style = getComputedStyle(td), before = getComputedStyle(td, '::before');
-            const inner = td.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
-            return inner <= Math.max(lines * parseFloat(style.lineHeight), parseFloat(before.lineHeight)) + 6;
+            const before = getComputedStyle(td, '::before');
+            const probe = document.createElement('span');
+            probe.textContent = td.dataset.label;
+            Object.assign(probe.style, { fontFamily: before.fontFamily, fontSize: before.fontSize,
+                fontWeight: before.fontWeight, whiteSpace: 'nowrap', position: 'absolute', visibility: 'hidden' });
+            document.body.append(probe);
+            const fits = probe.getBoundingClientRect().width <= parseFloat(before.width) + 0.5;
+            probe.remove();
+            return fits;
         })"""
     )
 
