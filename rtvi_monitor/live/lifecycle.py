@@ -171,25 +171,84 @@ def _mark_orphans(now: datetime) -> int:
     )
 
 
-def _reconcile(now: datetime, connected: set[int], quiet: bool) -> None:
-    """The database agrees with which bots are connected here.
+_Lost = tuple[int, int]  # a session's pk and epoch
+_Held = tuple[int, int, str, datetime | None]  # and its holder, and since when its bot is away
 
-    A session this process holds with no bot here lost it without a
-    disconnect we heard (a failed attach, a dropped handler): away from now. A
-    bot connected here whose session was marked away (a beat that came late)
-    is here: held again.
+
+@dataclass
+class _Doubts:
+    """Where the database may disagree with which bots are connected here, as a sweep read it: live sessions held
+    here with no bot here when the sweep looked (`lost`: pk, epoch), and sessions with a bot here that the database
+    says are away or held elsewhere (`held`: pk, epoch, holder, bot_left_at)."""
+
+    lost: list[_Lost]
+    held: list[_Held]
+
+
+def _doubts(connected: set[int]) -> _Doubts:
+    """The rows `_settle` may correct, read on the lifecycle's thread; `connected` as the sweep saw it, before."""
+    live = Session.objects.live()
+    lost = live.filter(holder=SERVER_ID, bot_left_at__isnull=True).exclude(pk__in=connected)
+    # A bot that finished (1000) is not brought back: nothing but its own close writes "bot finished".
+    held = (
+        live.filter(pk__in=connected)
+        .exclude(holder=SERVER_ID, bot_left_at__isnull=True)
+        .exclude(holder=SERVER_ID, end_reason=EndKind.BOT_FINISHED.label)
+    )
+    return _Doubts(
+        list(lost.values_list("pk", "ingest_epoch")),
+        list(held.values_list("pk", "ingest_epoch", "holder", "bot_left_at")),
+    )
+
+
+def _settle(lost: list[_Lost], held: list[_Held]) -> list[tuple[Session, str]]:
+    """Correct the rows the event loop found wrong just now, each only if nothing changed it since it was read
+    (its epoch, bumped by every bot connection; its holder and since when its bot is away). Returns each session
+    corrected and what its lists are to hear ("away", "back").
+
+    `lost`: a session this process holds with no bot here lost it without a disconnect we heard (a failed attach,
+    a dropped handler): away from now. `held`: a bot connected here whose session was marked away (a beat that
+    came late) is here: held again.
+
+    Read, decided and written in three steps, because a bot connects and leaves meanwhile on other threads: a
+    session whose bot left after the sweep looked was brought back by a sweep that decided from its first look,
+    with no news to its lists, so that its bot, back within the grace, was not "back" and its lists said "bot
+    away" while it was connected; one whose bot connected after the sweep looked was marked away the same way.
     """
-    if quiet:
-        Session.objects.live().filter(holder=SERVER_ID, bot_left_at__isnull=True).exclude(pk__in=connected).update(
-            bot_left_at=now, end_reason=LEFT
-        )
-    if connected:
-        # `connected` was read before this ran: a bot that finished (1000) since is not brought back
-        # (nothing but its own close writes "bot finished"; a bot that dropped meanwhile is marked away
-        # again by the next sweep).
-        Session.objects.live().filter(pk__in=connected).exclude(holder=SERVER_ID, bot_left_at__isnull=True).exclude(
-            holder=SERVER_ID, end_reason=EndKind.BOT_FINISHED.label
-        ).update(holder=SERVER_ID, bot_left_at=None, end_reason="")
+    now = timezone.now()
+    told = []
+    for pk, epoch in lost:
+        if (
+            Session.objects.live()
+            .filter(pk=pk, ingest_epoch=epoch, holder=SERVER_ID, bot_left_at__isnull=True)
+            .update(bot_left_at=now, end_reason=LEFT)
+        ):
+            told.append((pk, "away"))
+    for pk, epoch, holder, left_at in held:
+        if (
+            Session.objects.live()
+            .filter(pk=pk, ingest_epoch=epoch, holder=holder, bot_left_at=left_at)
+            .update(holder=SERVER_ID, bot_left_at=None, end_reason="")
+        ):
+            told.append((pk, "back"))
+    rows = Session.objects.select_related("agent").in_bulk([pk for pk, _ in told])
+    return [(rows[pk], event) for pk, event in told if pk in rows]
+
+
+async def _reconcile(doubts: _Doubts) -> None:
+    """The database agrees with which bots are connected here now; the lists hear of what changed."""
+    global _next_due
+    connected = connected_now()
+    # No bot half-way through connecting here: one is, and its session's row may say either.
+    lost = [(pk, epoch) for pk, epoch in doubts.lost if pk not in connected] if registry.connecting == 0 else []
+    held = [row for row in doubts.held if row[0] in connected]
+    if not lost and not held:
+        return
+    for session, event in await in_db_thread(_settle, lost, held, executor=LIFECYCLE_THREAD):
+        if event == "away":  # its grace runs from now: the next sweep ends it then, if its bot is still away
+            due = session.bot_left_at.timestamp() + settings.SESSION_END_GRACE
+            _next_due = due if _next_due is None else min(_next_due, due)
+        await relay.session_changed(session, event)
 
 
 def heartbeat_timeout() -> float:
@@ -219,19 +278,19 @@ async def sweep() -> int:
     """Beat, then end every session whose bot has been away past the grace. Returns how many ended."""
 
     connected = connected_now()
-    quiet = registry.connecting == 0  # no bot half-way through connecting here
 
     def step():
         now = timezone.now()
         _beat(now)
-        _reconcile(now, connected, quiet)
+        doubts = _doubts(connected)
         orphans = _mark_orphans(now)
-        return orphans, _due(now), _next_due_at(now)
+        return doubts, orphans, _due(now), _next_due_at(now)
 
     global _next_due
-    orphans, due, _next_due = await in_db_thread(step, executor=LIFECYCLE_THREAD)
+    doubts, orphans, due, _next_due = await in_db_thread(step, executor=LIFECYCLE_THREAD)
     if orphans:
         logger.info("%d live sessions lost their server process; they end after the grace period", orphans)
+    await _reconcile(doubts)
     # A bot back on this process was seen by attach (which cleared bot_left_at already).
     due = [(pk, left_at, reason) for pk, left_at, reason in due if pk not in connected_now()]
     ended = 0

@@ -15,10 +15,13 @@ from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, whole_number
 from rtvi_monitor.audio.comparison import audio_summary
 from rtvi_monitor.audio.models import SessionAudio
-from rtvi_monitor.sessions.models import FAILED_ENDS, Session
-from rtvi_monitor.sessions.queries import FILTER_CHOICES, filter_sessions, organization_session
+from rtvi_monitor.sessions.models import FAILED_ENDS, EndKind, Session
+from rtvi_monitor.sessions.queries import filter_sessions, organization_session
 
 PAGE_SIZE = 50
+# The history: sessions that ended. A live one (its bot away within the grace included) is in the live table.
+HISTORY = Q(status=Session.Status.ENDED)
+NOT_FILTERS = ("before", "after", "part", "status")  # the page's parameters that say where, not which
 MAX_PK = 2**63 - 1  # a session's id (a BigAutoField)
 
 
@@ -72,53 +75,75 @@ def _page(queryset, before: str = "", after: str = "") -> tuple[list[Session], s
 @require_GET
 @member_required("sessions.figures")
 def session_list(request):
+    """The sessions page: the live sessions (its socket fills them), then the history, filtered and paged.
+
+    With ?part=history, the history alone: what the page fetches when a session ends or comes back, so
+    that a session is listed once, in Live or in the history, and the server says where.
+    """
     organization = request.organization
-    error, sessions, older, newer = "", [], "", ""
-    before = after = agent = ""
-    if organization is not None:
-        try:
-            query = Query(request.GET)
-            before, after = query.text("before"), query.text("after")
-            matching = filter_sessions(organization, request.GET, request.sees_contents)
-            agent = query.text("agent")  # filter_sessions took it
-            sessions, older, newer = _page(matching, before, after)
-        except BadParam as exc:
-            error = str(exc)
-    newer_url = _page_url(request.GET, after=newer) if newer else ""
+    history = _history(request) if organization is not None else {}
+    if request.GET.get("part") == "history":
+        return render(request, "sessions/_history.html", history)
     # Whichever upstream serves the organization's agents (its sessions are keyed by their ids).
     agents = async_to_sync(agents_service.get_agents)(organization).agents if organization else []
-    if not sessions and (before or after):
-        # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
-        newer_url = _page_url(request.GET)
+    agent = history.get("agent", "")
     return render(
         request,
         "sessions/session_list.html",
         {
+            **history,
             "organization": organization,
-            "sessions": sessions,
-            "error": error,
             "filters": request.GET,
-            "choices": FILTER_CHOICES,
+            "ends": EndKind.choices,
             "agents": agents,
             # A filter on an agent the list does not have (any more): still shown as the one applied.
             "unlisted_agent": agent if agent and all(a.id != agent for a in agents) else "",
-            # The list runs newest first: the next page is older, the previous one newer.
-            "next_url": _page_url(request.GET, before=older) if older else "",
-            "previous_url": newer_url,
             "config": {
                 "ws": "/ws/sessions/",
                 "session_url": reverse("session_list"),
-                # Sessions that end meanwhile are listed on the newest page only: there, the page offers a reload.
-                "newest_page": not newer_url,
             },
         },
     )
 
 
+def _history(request) -> dict:
+    """The history's page the request asks for: ended sessions only (HISTORY), filtered, newest first.
+
+    A live session, its bot away within the grace included, is in the live table: it joins the history
+    when it ends, and leaves it if its bot comes back after the end (the session reopens).
+    """
+    error, sessions, older, newer = "", [], "", ""
+    before = after = agent = ""
+    try:
+        query = Query(request.GET)
+        before, after = query.text("before"), query.text("after")
+        # Its status is "ended" by rule: a status asked for (the Overview's link to the live ones) is not the history's.
+        params = request.GET.copy()
+        params.pop("status", None)
+        matching = filter_sessions(request.organization, params, request.sees_contents).filter(HISTORY)
+        agent = query.text("agent")  # filter_sessions took it
+        sessions, older, newer = _page(matching, before, after)
+    except BadParam as exc:
+        error = str(exc)
+    newer_url = _page_url(request.GET, after=newer) if newer else ""
+    if not sessions and (before or after):
+        # A page past either end (its rows deleted since, a cursor from other filters): back to the newest.
+        newer_url = _page_url(request.GET)
+    return {
+        "sessions": sessions,
+        "error": error,
+        "agent": agent,
+        "filtered": any(value for name, value in request.GET.items() if name not in NOT_FILTERS),
+        # The list runs newest first: the next page is older, the previous one newer.
+        "next_url": _page_url(request.GET, before=older) if older else "",
+        "previous_url": newer_url,
+    }
+
+
 def _page_url(params, **cursor: str) -> str:
     """The query string of another page of the same filtered list: the filters kept, one cursor (or none)."""
     params = params.copy()
-    for name in ("before", "after"):
+    for name in ("before", "after", "part"):  # a cursor is given anew; a page's link is to the whole page
         params.pop(name, None)
     params.update(cursor)
     return f"?{params.urlencode()}"

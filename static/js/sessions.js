@@ -1,24 +1,25 @@
 // The sessions page: the live table follows the socket (sessions start, update, go away and come
-// back, and leave as they end), and the history's rows update in place.
+// back, and leave as they end), and the history, ended sessions only, is the server's.
 //
-// Why in place, rather than moving an ended session to the top of the history: the history is the
-// server's answer to a filtered, paginated query. Whether a session that just ended matches "words
-// said" or "with errors", or belongs on this page at all, is the server's to say, and the browser
-// derives nothing. So the page keeps the rows it has true (a session in it that ends reads "ended"
-// at once), and says when a reload would show the history as it now is.
+// A session is listed once: in the live table while it is live (its bot away within the grace
+// included), in the history once it ended. The history is the server's answer to a filtered, paged
+// query: whether a session that just ended matches "words said" or "with errors", or belongs on this
+// page at all, is the server's to say, and the browser derives nothing. So when a session ends, or an
+// ended one comes back, the page fetches its history again (?part=history), at most once a second.
 import { liveSocket } from "./live.js";
-import { formatDuration, shortId, showTime } from "./format.js";
+import { formatDuration, shortId, showTime, upgradeTimes } from "./format.js";
 import { latencyPair, newestFirst, sessionStatus } from "./session_row.js";
 
 const config = JSON.parse(document.getElementById("sessions-config").textContent);
 const liveBody = document.querySelector("#live-sessions tbody");
 const empty = liveBody.querySelector("tr.empty");
 const live = new Map(); // session id -> {row, session}: the live table, in no particular order
-const history = new Map([...document.querySelectorAll("#history tr[data-session]")].map((row) => [row.dataset.session, row]));
+const historyPart = document.getElementById("history-part");
 const stale = document.getElementById("history-stale");
+const REFRESH_GAP_MS = 1000; // at most one fetch of the history a second, however many sessions end
 
 // The columns' names, as each cell carries them for the stacked rows of a phone (dashboard.css, table.stack).
-const LABELS = ["Session", "Status", "Agent", "Started", "Duration", "Events", "Turns", "Latency p50 / p95", "Interruptions", "Errors"];
+const LABELS = ["Session", "Status", "Agent", "Started", "Duration", "Messages", "Turns", "Latency p50 / p95", "Interruptions", "Errors"];
 
 function cell(...content) {
   const td = document.createElement("td");
@@ -43,8 +44,8 @@ function when(iso) {
 }
 
 /**
- * One session's cells, from a row the socket sent, as templates/rtvi_monitor/_session_cells.html
- * renders them from the database: keep both in step (tests/sessions/test_browser_session_list.py compares them).
+ * One session's cells, from a row the socket sent, as templates/sessions/_session_cells.html renders an
+ * ended one's from the database: keep both in step (tests/sessions/test_browser_session_list.py compares them).
  */
 function sessionCells(session) {
   const link = document.createElement("a");
@@ -107,44 +108,80 @@ function forgetLive(id) {
   if (!live.size) liveBody.append(empty);
 }
 
-// A session of this page ended and the page cannot show it as it now is: its history row is out of
-// date (it ended while the socket was down), or the newest page would list it on a reload.
-function missedEnd(id) {
-  if (history.has(id) || config.newest_page) stale.hidden = false;
+// The history as the server has it now: this page's filters and cursor, the fragment the page was rendered with.
+let lastRefresh = 0;
+let refreshTimer = null;
+let refreshing = false;
+let again = false; // a change came while a fetch was under way: fetch once more after it
+
+async function refreshHistory() {
+  refreshTimer = null;
+  if (refreshing) {
+    again = true; // one fetch at a time
+    return;
+  }
+  refreshing = true;
+  lastRefresh = Date.now();
+  const url = new URL(location.href);
+  url.searchParams.set("part", "history");
+  try {
+    const response = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+    if (response.redirected || !response.ok) throw new Error(`HTTP ${response.status}`);
+    // Server-rendered and escaped by Django's templates: bot text in it is text, never markup.
+    historyPart.replaceChildren(document.createRange().createContextualFragment(await response.text()));
+    upgradeTimes(historyPart);
+    stale.hidden = true;
+  } catch (error) {
+    stale.hidden = false; // the rows shown may list a session as it no longer is: say so
+    console.error("the history could not be refreshed", error);
+  } finally {
+    refreshing = false;
+    if (again) {
+      again = false;
+      historyChanged();
+    }
+  }
+}
+
+// A session ended, or an ended one came back: the history may have changed. The last change is never left out.
+function historyChanged() {
+  if (refreshTimer !== null) return;
+  refreshTimer = setTimeout(refreshHistory, Math.max(0, lastRefresh + REFRESH_GAP_MS - Date.now()));
 }
 
 function showSession(session) {
   if (session.status === "ended") {
     forgetLive(session.id);
-    if (!history.has(session.id)) return missedEnd(session.id);
-  } else {
-    showLive(session);
+    historyChanged();
+    return;
   }
-  if (history.has(session.id)) fill(history.get(session.id), session);
+  const ended = [...historyPart.querySelectorAll("#history tr[data-session]")].find((row) => row.dataset.session === session.id);
+  if (ended) {
+    // It ended, and its bot came back (the session reopened): live, so listed in the live table alone.
+    ended.remove();
+    historyChanged();
+  }
+  showLive(session);
 }
 
-// The socket's first frame, and again after each reconnection: every live session as it is now.
+// The socket's first frame, and again after each reconnection: every live session as it is now. Sessions may have
+// ended meanwhile (while the page loaded, while the socket was down): the history is fetched again.
 function showAllLive(sessions) {
-  const now = new Set(sessions.map((session) => session.id));
-  const wasLive = [...live.keys(), ...[...history].filter(([, row]) => row.dataset.status === "live").map(([id]) => id)];
-  for (const id of wasLive) if (!now.has(id)) missedEnd(id);
   for (const id of [...live.keys()]) forgetLive(id);
   for (const session of [...sessions].sort(newestFirst)) showSession(session);
+  historyChanged();
 }
 
 /**
- * The writer's figures for a session (one of an "updated" frame's): a row read when it stored, which can be
- * older than the latest started/away/back/ended frame. Those frames alone say whether it is live and
- * where its bot is; an update refreshes the figures of a row the page shows, and adds none.
+ * The writer's figures for a live session (one of an "updated" frame's): a row read when it stored, which can be
+ * older than the latest started/away/back/ended frame. Those frames alone say whether it is live and where its bot
+ * is; an update refreshes the figures of a row the live table shows, and adds none.
  */
 function showUpdate(session) {
   const known = live.get(session.id);
-  if (known) {
-    known.session = { ...session, status: known.session.status, bot: known.session.bot };
-    fill(known.row, known.session);
-  }
-  const row = history.get(session.id);
-  if (row) fill(row, { ...session, status: row.dataset.status || session.status, bot: row.dataset.bot ?? session.bot });
+  if (!known) return;
+  known.session = { ...session, status: known.session.status, bot: known.session.bot };
+  fill(known.row, known.session);
 }
 
 function onFrame(frame) {

@@ -206,3 +206,77 @@ async def test_a_page_watching_a_session_whose_bot_left_gets_its_end_as_a_patch(
     assert model.state["ended"] is True
     assert model.state == stored.state
     await page.disconnect()
+
+
+def stale_look(monkeypatch, looked: set[int]):
+    """The sweep's first look at which bots are connected here is `looked` (it read them before a bot came or went:
+    the database is read afterwards, on the lifecycle's thread); every later look is as things are."""
+    looks = [looked]
+    real = lifecycle.connected_now
+    monkeypatch.setattr(lifecycle, "connected_now", lambda: looks.pop() if looks else real())
+
+
+async def watch_list(staff_cookie):
+    watcher = browser_socket("/ws/sessions/", staff_cookie)
+    assert (await watcher.connect())[0]
+    assert (await receive(watcher))["type"] == "live"
+    return watcher
+
+
+async def test_a_sweep_that_looked_before_the_bot_left_keeps_it_away_and_its_return_is_told(
+    ingest_token, staff_cookie, settings, monkeypatch
+):
+    """A sweep that saw the bot connected, then read the database after the bot left, brought its session back,
+    silently: the bot, back within the grace, was not "back", and the sessions list kept "bot away"."""
+    settings.SESSION_END_GRACE, settings.SESSION_SWEEP_INTERVAL = 30, 3600  # no sweep but the test's
+    watcher = await watch_list(staff_cookie)
+    bot = await connect(ingest_token, "left")
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    pk = (await session("left")).pk
+    await bot.disconnect(code=1006)
+    await receive_until(watcher, lambda f: f["type"] == "away")
+    stale_look(monkeypatch, {pk})
+    await lifecycle.sweep()
+    assert (await session("left")).bot_left_at is not None  # still away: its bot is not here
+    bot = await connect(ingest_token, "left")
+    frames = await receive_until(watcher, lambda f: f["type"] in ("back", "started"))
+    assert (frames[-1]["type"], frames[-1]["session"]["bot"]) == ("back", "connected")
+    for socket in (bot, watcher):
+        await socket.disconnect()
+
+
+async def test_a_sweep_that_looked_before_the_bot_connected_does_not_mark_it_away(
+    ingest_token, staff_cookie, settings, monkeypatch
+):
+    settings.SESSION_END_GRACE, settings.SESSION_SWEEP_INTERVAL = 30, 3600
+    bot = await connect(ingest_token, "joined")
+    await send(bot, wrap(1, rtvi("bot-ready", {"version": "2.1.0"})))
+    await receive(bot)
+    watcher = await watch_list(staff_cookie)
+    stale_look(monkeypatch, set())  # looked before the bot attached, with nobody connecting
+    await lifecycle.sweep()
+    assert (await session("joined")).bot_left_at is None
+    assert (await session("joined")).bot_state == "connected"
+    told = []
+    while not await watcher.receive_nothing(0.5):  # the writer's summaries may come; no "away"
+        told.append((await receive(watcher))["type"])
+    assert "away" not in told, told
+    for socket in (bot, watcher):
+        await socket.disconnect()
+
+
+async def test_the_list_hears_of_a_bot_the_sweep_finds_gone(ingest_token, staff_cookie, settings):
+    """A bot whose handler died without a disconnect: the sweep marks it away, and the lists hear it as they do a
+    bot that left (then its end, after the grace)."""
+    settings.SESSION_END_GRACE = 0.5
+    bot = await connect(ingest_token, "silent")
+    await send(bot, wrap(1, rtvi("bot-ready")))
+    await receive(bot)
+    watcher = await watch_list(staff_cookie)
+    registry.sessions.clear()  # as if its handler vanished
+    away = await receive_until(watcher, lambda f: f["type"] == "away")
+    assert away[-1]["session"]["bot"] == "away" and away[-1]["session"]["id"] == "silent"
+    ended = await receive_until(watcher, lambda f: f["type"] == "ended")
+    assert ended[-1]["session"]["end_reason"] == "bot vanished"
+    await watcher.disconnect()

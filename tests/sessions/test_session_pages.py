@@ -46,28 +46,57 @@ def test_the_agents_page_shows_live_sessions_and_latency(staff_client, org, agen
 
 
 def test_the_list_shows_history_with_its_columns(staff_client, org, agents):
-    make_session(org, agent=agents[0], turn_count=4, latency_p50_ms=820, latency_p95_ms=1400, error_count=2)
+    make_session(
+        org, agent=agents[0], status="ended", turn_count=4, latency_p50_ms=820, latency_p95_ms=1400, error_count=2
+    )
     html = staff_client.get("/sessions/").content.decode()
     assert "call-1" in html and "support-bot" in html and "820 ms / 1.4 s" in html
     assert 'class="pill error">2<' in html
+    assert '<th scope="col">Messages</th>' in html and 'data-label="Messages"' in html and ">Events<" not in html
+
+
+def test_the_history_holds_ended_sessions_only(staff_client, org):
+    """A live session, its bot away within the grace included, is the live table's (filled by the socket): the history
+    the server renders, and the part the page fetches again, list only sessions that ended, whatever status is asked."""
+    make_session(org, "done", status="ended", end_reason="bot finished")
+    make_session(org, "talking")
+    make_session(org, "away", bot_left_at=timezone.now(), end_reason="bot disconnected")
+    for query in ("", "?status=live", "?status=ended", "?part=history", "?part=history&status=live"):
+        response = staff_client.get(f"/sessions/{query}")
+        assert [s.session_id for s in response.context["sessions"]] == ["done"], query
+        html = response.content.decode()
+        assert (
+            'data-session="done"' in html and 'data-session="talking"' not in html and 'data-session="away"' not in html
+        )
+    part = staff_client.get("/sessions/?part=history").content.decode()
+    assert part.lstrip().startswith('<div class="table-scroll">') and "<html" not in part and "<form" not in part
 
 
 def test_the_list_filters_by_transcript_and_a_browser_local_time(staff_client, org):
-    make_session(org, "a", transcript_text="user: refund please")
-    make_session(org, "b", transcript_text="user: hello")
+    make_session(org, "a", status="ended", transcript_text="user: refund please")
+    make_session(org, "b", status="ended", transcript_text="user: hello")
     html = staff_client.get("/sessions/?q=refund&started_after=2000-01-01T00:00").content.decode()
     assert ">a<" in html and ">b<" not in html
 
 
 def test_a_bad_filter_is_explained_on_the_page(staff_client, org):
-    response = staff_client.get("/sessions/?status=dead")
-    assert response.status_code == 200 and b"status: expected one of live, ended" in response.content
+    response = staff_client.get("/sessions/?end=dead")
+    assert response.status_code == 200 and b"end: expected one of client_hung_up, bot_finished" in response.content
+
+
+def test_an_empty_history_says_why(staff_client, org):
+    assert "No session has ended yet." in staff_client.get("/sessions/").content.decode()
+    make_session(org, "done", status="ended", error_count=0)
+    html = staff_client.get("/sessions/?has_errors=true").content.decode()
+    assert "No ended session matches these filters." in html
 
 
 def test_pagination_walks_every_session_once(staff_client, org):
     now = timezone.now()
     Session.objects.bulk_create(
-        Session(organization=org, session_id=f"s{i:03d}", started_at=now - timezone.timedelta(minutes=i))
+        Session(
+            organization=org, session_id=f"s{i:03d}", status="ended", started_at=now - timezone.timedelta(minutes=i)
+        )
         for i in range(120)
     )
     seen, url = [], "/sessions/"
@@ -118,3 +147,21 @@ def test_the_failed_ends_have_one_home_the_page_sends_them_to_its_script(staff_c
         and any(f'"{kind}"' in path.read_text() for kind in EndKind.values)
     ]
     assert copies == []
+
+
+def test_the_history_part_answers_as_the_access_policy_says(client, viewer_client, org, other_org):
+    """?part=history is the sessions page's own door (sessions.figures): a viewer reads its figures and is refused a
+    transcript search, as on the page; another organization's member gets their own history, none of this one's."""
+    from tests.conftest import make_member
+
+    make_session(org, "ours", status="ended", transcript_text="user: refund please")
+    make_session(other_org, "theirs", status="ended")
+    response = client.get("/sessions/?part=history")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    part = viewer_client.get("/sessions/?part=history").content.decode()
+    assert 'data-session="ours"' in part and "theirs" not in part
+    refused = viewer_client.get("/sessions/?part=history&q=refund").content.decode()
+    assert "q: searching transcripts needs the operator role" in refused and 'data-session="ours"' not in refused
+    client.force_login(make_member(other_org, "globex-admin"))
+    theirs = client.get("/sessions/?part=history").content.decode()
+    assert 'data-session="theirs"' in theirs and 'data-session="ours"' not in theirs

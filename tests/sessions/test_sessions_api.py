@@ -134,8 +134,8 @@ def test_the_list_filters_sessions_by_how_they_ended(client, org, api_key):
 
 
 def test_the_sessions_page_filters_sessions_with_errors(staff_client, org):
-    make_session(org, "clean", error_count=0)
-    make_session(org, "noisy", error_count=3)
+    make_session(org, "clean", status="ended", error_count=0)
+    make_session(org, "noisy", status="ended", error_count=3)
     html = staff_client.get("/sessions/?has_errors=true").content.decode()
     assert "noisy" in html and ">clean<" not in html
     assert 'name="has_errors" value="true" checked' in html

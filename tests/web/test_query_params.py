@@ -158,13 +158,13 @@ def test_a_value_too_long_to_quote_is_quoted_in_part(get):
 
 
 def test_the_sessions_page_names_a_bad_filter_and_offers_the_filters_choices(staff_client, org):
-    html = staff_client.get("/sessions/?status=dead").content.decode()
-    assert "status: expected one of live, ended, got &#x27;dead&#x27;" in html
-    html = staff_client.get("/sessions/?status=ended").content.decode()
-    select = html[html.index('<select id="f-status"') : html.index("</select>", html.index('id="f-status"'))]
-    assert select.count("<option") == 1 + len(FILTER_CHOICES["status"])  # "all", then each status
-    assert '<option value="ended" selected>' in select
-    assert all(f'value="{value}"' in select for value in FILTER_CHOICES["status"])
+    html = staff_client.get("/sessions/?end=dead").content.decode()
+    assert f"end: expected one of {', '.join(FILTER_CHOICES['end'])}, got &#x27;dead&#x27;" in html
+    html = staff_client.get("/sessions/?end=bot_vanished").content.decode()
+    select = html[html.index('<select id="f-end"') : html.index("</select>", html.index('id="f-end"'))]
+    assert select.count("<option") == 1 + len(FILTER_CHOICES["end"])  # "any way", then each end
+    assert '<option value="bot_vanished" selected>bot vanished</option>' in select
+    assert all(f'value="{value}"' in select for value in FILTER_CHOICES["end"])
 
 
 @pytest.mark.parametrize("status", FILTER_CHOICES["status"])
