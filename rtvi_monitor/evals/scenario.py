@@ -125,5 +125,21 @@ def document(name: str, turns: list[dict], audio: dict[int, str] | None = None, 
         allow_unicode=True,
         width=1000,
     )
-    header = "".join(f"# {line}\n" for line in about.splitlines() if line.strip())
+    header = "".join(f"# {_comment(line)}\n" for line in about.splitlines() if line.strip())
     return header + body
+
+
+def _comment(line: str) -> str:
+    """A line of the file's header comment: only what YAML takes as printable and not a line break; anything
+    else (a control character in an agent's name, a separator in a note) becomes "?", so no text leaves the
+    comment and no file is one the loader refuses."""
+    return "".join(
+        ch
+        if ch == "\t"
+        or " " <= ch <= "~"
+        or "\xa0" <= ch <= "\ud7ff"
+        or "\ue000" <= ch <= "\ufffd"
+        or ch >= "\U00010000"
+        else "?"
+        for ch in line.replace("\ufeff", "?")
+    )
