@@ -17,6 +17,8 @@ next half second, at least DEFAULT_FLOOR_MS; a turn whose wait is unknown gets U
 gate asks "no slower than this call, with room for the spread of a run"; a call marked too slow is edited down.
 """
 
+import bisect
+import itertools
 import math
 import re
 
@@ -27,7 +29,11 @@ from rtvi_monitor.sessions.queries import session_turns
 
 DEFAULT_FLOOR_MS = 2000
 UNKNOWN_WAIT_MS = 5000
-MAX_TURNS = 200  # a scenario longer than this is not a regression test; the page says so
+# A scenario longer than this is not a regression test; the page says so. Its form sends up to FIELDS_PER_TURN
+# fields a turn and three more (name, note, CSRF token): under Django's DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000), or
+# the page's own form of a long call is refused whole (200 turns were 1,203 fields).
+MAX_TURNS = 150
+FIELDS_PER_TURN = 6  # include, user, calls, within, contains, excludes
 SPEECH_PAD_SECONDS = 0.15  # around the caller's speech, so a clip does not start or end mid-phoneme
 
 
@@ -44,15 +50,21 @@ def slug(text: str, fallback: str = "scenario") -> str:
 
 
 def _calls_by_turn(calls: list[dict], starts: list[float]) -> list[list[dict]]:
-    """Each function call in the turn it started in (the last turn that began before it)."""
+    """Each function call in the turn it started in (the last turn that began before it). The turns' starts are
+    sorted once: a call of thousands of turns and calls is not thousands times thousands of comparisons."""
     found: list[list[dict]] = [[] for _ in starts]
+    known = sorted((start, i) for i, start in enumerate(starts) if start is not None)
+    times = [start for start, _ in known]
+    latest = list(itertools.accumulate((i for _, i in known), max))  # the last turn among those begun by then
     for call in calls:
         at, name = call.get("started_at"), call.get("function_name")
         if at is None or not name:
             continue
-        index = max((i for i, start in enumerate(starts) if start is not None and start <= at), default=None)
-        if index is not None:
-            found[index].append({"name": name, "args": call.get("args") if isinstance(call.get("args"), dict) else {}})
+        begun = bisect.bisect_right(times, at)
+        if begun:
+            found[latest[begun - 1]].append(
+                {"name": name, "args": call.get("args") if isinstance(call.get("args"), dict) else {}}
+            )
     return found
 
 
@@ -92,7 +104,9 @@ def draft(session, user_runs: list[list[float]] | None = None) -> list[dict]:
                 "speech": _speech(user_runs or [], at.get("user_started"), at.get("user_stopped")),
             }
         )
-    return out[:MAX_TURNS]
+        if len(out) == MAX_TURNS:
+            break
+    return out
 
 
 def _expect(turn: dict) -> list[dict]:

@@ -59,7 +59,9 @@ def edited(drafted: list[dict], form) -> tuple[list[dict], list[str]]:
                 "excludes": form.get(f"excludes-{n}", "").strip()[:200],
             }
         )
-    if turns and not any(t["include"] for t in turns):
+    if not turns:  # a form posted for a call with none (its page has no form): a scenario that tests nothing
+        errors.append("This call has no turn in which the caller said something: there is nothing to replay.")
+    elif not any(t["include"] for t in turns):
         errors.append("Tick at least one turn: a scenario replays one or more of the caller's turns.")
     return turns, errors
 
@@ -123,6 +125,7 @@ def scenario_from_call(request, session_id):
             "preview": preview,
             "recorded": bool(runs),
             "max_wait": MAX_WAIT_SECONDS,
+            "max_turns": scenarios.MAX_TURNS,
         },
         status=400 if errors else 200,
     )
