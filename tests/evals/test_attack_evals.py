@@ -615,8 +615,32 @@ def stored_bytes() -> bytes:
     return b"".join(p.read_bytes() for p in name.parent.glob(name.name + "*") if p.is_file())
 
 
+def erased_by(path: str, org) -> None:
+    """The call's contents gone the real way: the API's erase of the call or of its caller, or retention."""
+    if path == "purge":
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from rtvi_monitor.privacy import retention
+        from rtvi_monitor.sessions.models import Session
+
+        Session.objects.filter(session_id="erase-me").update(ended_at=timezone.now() - timedelta(days=10))
+        org.keep_messages_days = 5
+        org.save()
+        retention.purge_round()
+        return
+    key = ApiKey.issue(org, "eraser")[1]  # read and write: an erase takes "write"
+    url = "/api/sessions/erase-me/" if path == "session" else "/api/sessions/?caller=u"
+    response = Client().delete(url, HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200, response.content
+    if path == "session":
+        assert response.json()["evals"] == 1
+
+
 @pytest.mark.django_db(transaction=True)
-def test_after_the_call_is_erased_through_the_api_no_byte_of_sqlite_holds_the_scenario(org):
+@pytest.mark.parametrize("path", ["session", "caller", "purge"])
+def test_after_the_call_is_erased_no_byte_of_sqlite_holds_the_scenario(org, path):
     if connection.vendor != "sqlite" or connection.settings_dict["NAME"].startswith(("file:", ":memory:")):
         pytest.skip("the bytes of a SQLite file: run with SQLITE_TEST_PATH")
     word = f"zanzibarquux{uuid.uuid4().hex[:10]}"
@@ -629,7 +653,11 @@ def test_after_the_call_is_erased_through_the_api_no_byte_of_sqlite_holds_the_sc
         ("to-client", rtvi("bot-llm-text", {"text": "Hello."})),
         ("to-client", rtvi("bot-llm-stopped")),
     ]
-    make_session(org, "erase-me", messages=messages, agent_key="support", agent_name="Support", status="ended")
+    session = make_session(org, "erase-me", messages=messages, agent_key="support", status="ended")
+    if path == "caller":
+        from rtvi_monitor.sessions.models import SessionCaller, caller_key
+
+        SessionCaller.objects.create(session=session, caller_key=caller_key(org.pk, "u"))
     operator = signed_in(org, "operator", "op")
     form = {"name": "named", "note": note, "include-1": "on", "within-1": "3", "contains-1": word}
     assert operator.post("/sessions/erase-me/scenario/", form).status_code == 302
@@ -639,11 +667,9 @@ def test_after_the_call_is_erased_through_the_api_no_byte_of_sqlite_holds_the_sc
     before = stored_bytes()
     assert note.encode() in before and word.encode() in before  # it was there, as stored
 
-    key = ApiKey.issue(org, "eraser")[1]  # read and write: an erase takes "write"
-    response = Client().delete("/api/sessions/erase-me/", HTTP_AUTHORIZATION=f"Bearer {key}")
-    assert response.status_code == 200, response.content
-    assert response.json()["evals"] == 1
+    erased_by(path, org)
     assert not Scenario.objects.exists()
     after = stored_bytes()
     assert note.encode() not in after and word.encode() not in after
-    assert operator.get("/evals/support/").status_code == 404  # no call of the agent left, no scenario either
+    listed = operator.get("/evals/support/")
+    assert "named.yaml" not in listed.content.decode() and operator.get("/evals/support/suite.zip").status_code == 404
