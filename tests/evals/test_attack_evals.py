@@ -89,7 +89,7 @@ def test_a_viewer_gets_the_reason_and_none_of_the_callers_words_by_any_method(sa
     assert not AuditEntry.objects.filter(action=AuditEntry.Action.SUITE_DOWNLOAD).exists()
 
 
-def test_a_viewer_sees_no_link_to_the_suite_pages_words_in_the_draft_page_403(call, org):
+def test_a_viewers_post_of_the_draft_form_saves_nothing(call, org):
     viewer = signed_in(org, "viewer", "watcher")
     response = viewer.post("/sessions/call-7/scenario/", {"name": "sneaky", "include-1": "on", "within-1": "3"})
     assert response.status_code == 403 and not Scenario.objects.exists()
