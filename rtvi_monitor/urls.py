@@ -1,11 +1,15 @@
 from django.urls import path
 
 from rtvi_monitor.audio import views as audio_views
+from rtvi_monitor.evals import views as eval_views
 from rtvi_monitor.sessions import api, views
 
 urlpatterns = [
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/<str:session_id>/", views.session_detail, name="session_detail"),
+    path("sessions/<str:session_id>/scenario/", eval_views.scenario_from_call, name="eval_scenario_from_call"),
+    path("evals/<str:agent_key>/", eval_views.suite_page, name="eval_suite"),
+    path("evals/<str:agent_key>/suite.zip", eval_views.suite_download, name="eval_suite_download"),
     path("api/sessions/", api.session_list, name="api_session_list"),
     path("api/sessions/<str:session_id>/", api.session_detail_json, name="api_session_detail"),
     path("api/sessions/<str:session_id>/traces/", api.session_traces_json, name="api_session_traces"),

@@ -70,6 +70,9 @@ ACTIONS: dict[str, Action] = {
         Action("sessions.contents", Role.OPERATOR, "read", "read call contents (transcripts and messages)"),
         Action("audio.listen", Role.OPERATOR, "read", "listen to calls", role_setting="audio_role"),
         Action("calls.control", Role.OPERATOR, "write", "end a call or send text into it"),
+        # Scenarios hold the caller's words (their turns' text): an operator's, as call contents are.
+        Action("evals.read", Role.OPERATOR, "read", "see calls saved as eval scenarios"),
+        Action("evals.write", Role.OPERATOR, "write", "save calls as eval scenarios"),
         Action("agents.read", Role.VIEWER, "read", "see the agents"),
         Action("agents.api", None, "read", "use the agents API (/v1)"),
         Action("alerts.read", Role.VIEWER, "read", "see alerts"),

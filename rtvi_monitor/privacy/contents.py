@@ -34,6 +34,7 @@ from django.db.models import Q
 from dashboard.org.models import AuditEntry
 from rtvi_monitor.alerts.models import Alert, AlertNote
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
+from rtvi_monitor.evals.models import Scenario
 from rtvi_monitor.sessions.models import Event, Session, Span
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,14 @@ def _platform(sessions: list[Session]) -> int:
 
 
 # In order: the caches' keys are read from rows the other entries delete.
+def _scenarios(sessions: list[Session]) -> int:
+    """A scenario replays its call's caller turns (rtvi_monitor/evals/models.py): it goes with the call's contents."""
+    deleted = 0
+    for pks in _chunks([s.pk for s in sessions]):
+        deleted += Scenario.objects.filter(session_id__in=pks).delete()[0]
+    return deleted
+
+
 PLACES: tuple[Place, ...] = (
     Place("caches", "turn summaries, replayed turns, recording analyses", _caches),
     Place("platform", "the agents API's record and log lines of the session, cached", _platform),
@@ -173,6 +182,7 @@ PLACES: tuple[Place, ...] = (
     Place("derived", "the frozen state and the transcript text search reads", _derived, (Session,)),
     Place("alerts", "old alerts' quoted errors, members' notes on alerts naming it", _alerts, (Alert, AlertNote)),
     Place("audit", "words in the details of audit entries about it", _audit, (AuditEntry,)),
+    Place("evals", "eval scenarios made of the call: the caller's turns, edited", _scenarios, (Scenario,)),
 )
 
 

@@ -24,6 +24,7 @@ PACKAGES = [
     "rtvi_monitor.sessions",  # stored sessions and their messages, queries, spans, cost, /metrics
     "rtvi_monitor.live",  # the live path: sockets, admission, the session in memory, the writer, lifecycle
     "rtvi_monitor.audio",  # recordings: chunks, analysis, the player's data
+    "rtvi_monitor.evals",  # calls turned into Pipecat eval scenarios, and agents' suites of them
     "rtvi_monitor.alerts",  # rules, firing, notification channels, the on-call workflow
     "rtvi_monitor.privacy",  # every place a caller's words are kept; erase and retention walk it
     "rtvi_monitor.overview",  # the home page's figures: every agent's health over the fleet

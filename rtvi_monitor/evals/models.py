@@ -1,0 +1,45 @@
+"""A saved eval scenario: a call's turns, as the operator edited them, in an agent's suite.
+
+It keeps the caller's words (its turns' `user` text, redacted as stored), so it is one of the places
+rtvi_monitor/privacy/contents.py lists: erasing its call, or retention purging the call's contents, erases it
+too. A team keeps its suites for good in its own repository, as `pipecat eval` runs them: the download.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from dashboard.org.models import Organization
+from rtvi_monitor.evals.scenario import slug
+from rtvi_monitor.sessions.models import Session
+
+
+class Scenario(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="eval_scenarios")
+    agent_key = models.CharField(max_length=100, help_text="The suite it belongs to: its call's agent (its API id).")
+    agent_name = models.CharField(max_length=200, blank=True, help_text="The agent's name when it was saved.")
+    name = models.SlugField(max_length=80, help_text="Its file's name in the suite, <name>.yaml.")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="eval_scenarios")
+    turns = models.JSONField(default=list, help_text="The draft as edited (evals/scenario.py draft's shape).")
+    note = models.TextField(max_length=2000, blank=True, help_text="Why it was made: what the call did wrong.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_by_name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["agent_key", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "agent_key", "name"], name="one_scenario_name_per_suite")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_key}/{self.name}"
+
+    @property
+    def folder(self) -> str:
+        """Its suite's folder in a download: the agent's name as a file name."""
+        return slug(self.agent_name or self.agent_key, "agent")
+
+    @property
+    def included(self) -> list[dict]:
+        return [turn for turn in self.turns if turn.get("include", True)]
