@@ -101,7 +101,10 @@ def draft(session, user_runs: list[list[float]] | None = None) -> list[dict]:
                 "within_ms": default_wait(turn.get("latency_ms")),
                 "contains": "",
                 "excludes": "",
-                "speech": _speech(user_runs or [], at.get("user_started"), at.get("user_stopped")),
+                # Where the caller's own voice is, when the call was recorded (None: no clip to offer).
+                "speech": None
+                if user_runs is None
+                else _speech(user_runs, at.get("user_started"), at.get("user_stopped")),
             }
         )
         if len(out) == MAX_TURNS:

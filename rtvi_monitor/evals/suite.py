@@ -17,10 +17,14 @@ from rtvi_monitor.evals import scenario as scenarios
 from rtvi_monitor.evals.models import Scenario
 
 
-def caller_runs(session) -> list[list[float]]:
-    """The caller's speech in the recording, as the VAD heard it: [[start, end], ...] epoch seconds, in order."""
+def caller_runs(session) -> list[list[float]] | None:
+    """The caller's speech in the recording, as the VAD heard it: [[start, end], ...] epoch seconds, in order; None
+    when the call has no recording of the caller (so no turn offers a clip)."""
+    chunks = list(AudioChunk.objects.filter(session=session, track="user").values_list("speech", flat=True))
+    if not chunks:
+        return None
     runs = []
-    for speech in AudioChunk.objects.filter(session=session, track="user").values_list("speech", flat=True):
+    for speech in chunks:
         runs.extend(run for run in speech or [] if isinstance(run, list) and len(run) == 2)
     return store.merge_runs(sorted(runs))
 

@@ -123,7 +123,7 @@ def scenario_from_call(request, session_id):
             "note": note,
             "errors": errors,
             "preview": preview,
-            "recorded": bool(runs),
+            "recorded": runs is not None,
             "max_wait": MAX_WAIT_SECONDS,
             "max_turns": scenarios.MAX_TURNS,
         },

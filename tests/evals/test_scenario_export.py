@@ -80,6 +80,7 @@ def test_the_draft_shows_the_callers_turn_with_what_the_bot_did(call, operator):
     assert "Where is my order?" in html and "lookup_order" in html
     # The caller stopped at T0 + 3 s, the bot spoke at T0 + 7 s: 4 s waited, half again allowed.
     assert 'name="within-1"' in html and 'value="6"' in html and "4.0 s" in html
+    assert "cut from the recording" not in html  # no recording: no clip promised
 
 
 def test_a_saved_scenario_downloads_as_a_folder_pipecat_eval_loads(call, operator, tmp_path):
@@ -171,6 +172,7 @@ def test_a_recorded_call_gives_each_turn_the_callers_own_speech(call, operator, 
     words = speak("Where is my order?")
     track = np.concatenate([silence(1.5), words, silence(1.0)])  # the caller speaks from T0 + 1.5 s
     assert put(token, "call-7", "user", 0, track, start=T0).status_code == 201
+    assert "cut from the recording" in operator.get("/sessions/call-7/scenario/").content.decode()
     assert save(operator, "call-7").status_code == 302
     folder = unzip(operator.get("/evals/support/suite.zip").content, tmp_path)
     loaded = EvalScenarioFile.load(folder / "support-line" / "late-order.yaml")
