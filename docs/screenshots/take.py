@@ -92,6 +92,7 @@ def main():
                             "settings-recording.png": "/settings/recording/",
                             "settings-alert-rules.png": "/settings/alert-rules/",
                             "alert.png": alert,
+                            "eval-draft.png": f"/sessions/{ended}/scenario/",
                         },
                     ),
                     ("dark", 1280, 900, {"session-dark.png": f"/sessions/{live}/"}),
