@@ -359,7 +359,7 @@ class AlertRuleForm(forms.ModelForm):
     for a share), stored in its condition's own measure by rtvi_monitor/alerts/thresholds.py, the one rule."""
 
     agent_choice = forms.ChoiceField(label="Agent", required=False)
-    threshold = forms.DecimalField(required=False, min_value=0, max_value=10**9, widget=UnitInput())
+    threshold = forms.DecimalField(required=False, min_value=0, max_value=thresholds.TYPED_MOST, widget=UnitInput())
     field_order = ["name", "condition", "agent_choice", "threshold", "window_minutes", "severity"]
 
     class Meta:
