@@ -474,3 +474,87 @@ def test_hostile_silences_from_the_overview_are_refused_with_a_reason_never_a_50
     assert answer.status_code == 302 and answer["Location"] == f"/#alert-{alert.pk}"
     alert.refresh_from_db()
     assert alert.silenced_until is None or (alert.silenced_until - alert.fired_at).days < 400
+
+
+def test_retentions_purge_of_messages_takes_the_operators_words_and_keeps_their_end(org, staff_client):
+    """Retention keeps the call's row and figures, and its end by the operator (a name, no words): the operator's
+    text goes with the messages, from every copy (the stored messages, the frozen state, transcript search)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rtvi_monitor.privacy import retention
+    from rtvi_monitor.sessions.models import Event as Row
+
+    session = ended_call(org)
+    Session.objects.filter(pk=session.pk).update(
+        started_at=timezone.now() - timedelta(days=40), ended_at=timezone.now() - timedelta(days=40)
+    )
+    org.keep_messages_days = 30
+    org.save(update_fields=["keep_messages_days"])
+    retention.purge_round()
+    session.refresh_from_db()
+    assert not Row.objects.filter(session=session).exists()
+    assert OPERATOR_WORD not in str(session.state) and OPERATOR_WORD not in (session.transcript_text or "")
+    assert (session.end_kind, session.end_reason) == ("operator_ended", "by operator ann")
+    for url in (f"/sessions/{session.session_id}/", f"/api/sessions/{session.session_id}/"):
+        assert OPERATOR_WORD not in staff_client.get(url).content.decode(), url
+    assert staff_client.get("/api/sessions/", {"q": OPERATOR_WORD}).json()["sessions"] == []
+
+
+# --- prices and the figures made of them ----------------------------------------------------------------
+
+
+PRICE_FORM = {
+    "model": "gpt-x",
+    "usd_per_million_input_tokens": "3",
+    "usd_per_million_output_tokens": "15",
+    "usd_per_thousand_characters": "0",
+    "usd_per_audio_minute": "0",
+}
+
+
+@pytest.mark.parametrize("typed", ["1e308", "-3", "NaN", "inf", "1e309", "3 $"])
+def test_an_absurd_price_is_a_form_error_and_nothing_stored(org, staff_client, typed):
+    from dashboard.org.models import Price
+
+    answer = staff_client.post("/settings/prices/", {**PRICE_FORM, "usd_per_million_input_tokens": typed})
+    assert answer.status_code == 400 and b"errorlist" in answer.content
+    assert not Price.objects.exists()
+
+
+def test_a_price_is_stored_as_typed_the_control_of_the_absurd_ones(org, staff_client):
+    from dashboard.org.models import Price
+
+    assert staff_client.post("/settings/prices/", PRICE_FORM).status_code == 302
+    assert Price.objects.get().usd_per_million_input_tokens == 3.0
+
+
+@pytest.mark.parametrize("usd", [1e308, -1e308, 1.7976931348623157e308, 1e20])
+def test_money_and_shares_as_large_as_a_float_holds_are_said_never_a_500(usd):
+    from dashboard.web import display
+
+    assert display.money_text(usd).startswith(("$", "-$", "<"))
+    assert display.percent_text(usd).endswith("%")
+
+
+def test_the_overview_and_agents_say_a_huge_cost_never_a_500(org, staff_client):
+    """Prices stored before the form bounded them (1e308 per million tokens was taken): calls' costs are floats,
+    and the Overview and the agent pages add them up past what money_text's cents could hold (2e306 × 100)."""
+    from django.utils import timezone
+
+    from tests.conftest import make_agent
+
+    agent = make_agent(org, "support-bot")
+    for i in range(2):
+        Session.objects.create(
+            organization=org,
+            session_id=f"dear-{i}",
+            agent=agent,
+            started_at=timezone.now(),
+            status="ended",
+            cost_usd=1e306,
+        )
+    for url in ("/", "/overview/panel/", "/agents/", "/sessions/dear-0/"):
+        assert staff_client.get(url).status_code == 200, url
+    assert "$" in staff_client.get("/overview/panel/").content.decode()
