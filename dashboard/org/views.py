@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import BadRequest
 from django.core.mail import send_mail
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -359,7 +359,7 @@ class AlertRuleForm(forms.ModelForm):
     for a share), stored in its condition's own measure by rtvi_monitor/alerts/thresholds.py, the one rule."""
 
     agent_choice = forms.ChoiceField(label="Agent", required=False)
-    threshold = forms.DecimalField(required=False, min_value=0, max_value=10**9, widget=UnitInput())
+    threshold = forms.DecimalField(required=False, min_value=0, max_value=thresholds.TYPED_MOST, widget=UnitInput())
     field_order = ["name", "condition", "agent_choice", "threshold", "window_minutes", "severity"]
 
     class Meta:
@@ -487,6 +487,17 @@ class PriceForm(forms.ModelForm):
             "usd_per_audio_minute": "USD per audio minute",
         }
         widgets = {name: NumberInput(attrs={"step": "any"}) for name in labels}
+
+    # A price is 0 or more, and less than any model costs: a negative one made costs read "$0.00", and one of
+    # 1e308 took calls' costs past what a float holds (infinity, read as "no price").
+    MOST = 1_000_000
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.Meta.labels:
+            field = self.fields[name]
+            field.validators += [MinValueValidator(0), MaxValueValidator(self.MOST)]
+            field.widget.attrs.update({"min": 0, "max": self.MOST})
 
 
 class RedactionRuleForm(forms.ModelForm):

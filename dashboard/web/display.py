@@ -9,6 +9,7 @@ dashboard/templatetags/dashboard_format.py.
 import math
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 UNKNOWN = "—"
@@ -74,7 +75,7 @@ def percent_text(share: Any) -> str:
     """
     if not _number(share):
         return UNKNOWN
-    whole = math.floor(share * 100 + 0.5)
+    whole = _half_up(share, 100)
     if whole <= 0 < share:
         return "<1 %"
     if whole >= 100 > share * 100:
@@ -82,12 +83,20 @@ def percent_text(share: Any) -> str:
     return f"{max(whole, 0)} %"
 
 
+def _half_up(value: float, scale: int) -> int:
+    """`value` × `scale`, rounded half up, as a whole number: exact past what a float holds (1e307 dollars' cents)."""
+    scaled = value * scale + 0.5
+    if math.isfinite(scaled):
+        return math.floor(scaled)
+    return math.floor(Decimal(value) * scale + Decimal("0.5"))
+
+
 def money_text(usd: Any) -> str:
     """US dollars to the cent, thousands grouped: "$0.05", "$1,234.50"; "<$0.01" for a cost under a cent that is
     not nothing; "—" for None."""
     if not _number(usd):
         return UNKNOWN
-    cents = math.floor(usd * 100 + 0.5)
+    cents = _half_up(usd, 100)
     if cents <= 0 < usd:
         return "<$0.01"
     return f"${max(cents, 0) // 100:,}.{max(cents, 0) % 100:02d}"

@@ -44,6 +44,11 @@ def condition_text(condition: str) -> str:
     return words.replace("above threshold", "above the threshold")
 
 
+# The largest threshold, in the unit it is typed in (the settings form's bound), for the JSON API too: a
+# latency of 1e300 ms is no threshold, and the rule's edit form would refuse to save it again as it shows it.
+TYPED_MOST = 10**9
+
+
 def _count(value: float) -> str:
     return f"{value:g}"
 
@@ -121,6 +126,9 @@ def refusal(condition: str, value: float) -> str | None:
     measure = MEASURES.get(condition)
     if measure is not None and measure.most is not None and value > measure.most:
         return "out of range: a share of sessions is from 0 to 100 %"
+    most = TYPED_MOST * (measure.scale if measure is not None else 1)  # in the stored measure, as the API takes it
+    if value > most:
+        return f"out of range: at most {most:g}"
     return None
 
 

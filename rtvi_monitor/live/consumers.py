@@ -59,6 +59,9 @@ from rtvi_monitor.sessions.models import Session
 REVOKED = "This ingest token was revoked: the bot must be given a new one to connect again."
 SESSION_ID_RULE = "session id: use 1-100 characters of A-Z a-z 0-9 _ . : -, not only dots"
 STREAM_RULE = "stream: use 1-64 characters of A-Z a-z 0-9 _ . : -"
+# The operators' actions are stored on the dashboard's own stream (live/control.py), and only what is stored
+# there is read as an operator's (core/reducer/operators.py): no bot may name it.
+RESERVED_STREAM_RULE = f"stream: {control.CONTROL_STREAM!r} is the dashboard's own; name another"
 
 logger = logging.getLogger(__name__)
 
@@ -229,6 +232,8 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.stream = query.get(STREAM_PARAM, "")
         if STREAM_PARAM in query and not _STREAM_ID.match(self.stream):
             return await self.fail(STREAM_RULE, CLOSE_BAD_REQUEST)
+        if self.stream == control.CONTROL_STREAM:
+            return await self.fail(RESERVED_STREAM_RULE, CLOSE_BAD_REQUEST)
         token = bearer_token(dict((k.decode("latin-1").title(), v.decode("latin-1")) for k, v in self.scope["headers"]))
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)

@@ -45,11 +45,12 @@ def _options(value) -> dict | None:
 class Operators:
     """The operators' lines, by their action's id, and who ended the call."""
 
-    __slots__ = ("_lines", "_transcript", "ended_at", "ended_by")
+    __slots__ = ("_lines", "_reported", "_transcript", "ended_at", "ended_by")
 
     def __init__(self, transcript: "Transcript"):
         self._transcript = transcript
         self._lines: dict[str, dict] = {}  # "dashboard-<control id>" -> its line
+        self._reported: dict[str, dict] = {}  # the bot's reports of a send-text whose record has not come yet
         self.ended_by = ""  # the operator whose end the bot took; "" when none did
         self.ended_at: float | None = None
 
@@ -76,15 +77,26 @@ class Operators:
         return item
 
     def sent(self, event: "Event", message: dict, data: dict, at: float) -> bool:
-        """The bot's report of the send-text an operator's action handed it; False for any other send-text."""
+        """The bot's report of the send-text an operator's action handed it; False for any other send-text.
+
+        A bot reports it, so it proves nothing: any bot may send a send-text of id "dashboard-…". It is no line
+        of its own, and its words are never the operator's: the line is the dashboard's record's, whose words
+        are what the operator typed (`record`). The report gives the options, and the words only to a record
+        that has none (those stored before records carried them); one that comes first gives the line its time."""
         msg_id = message.get("id")
         if not (isinstance(msg_id, str) and msg_id.startswith(PREFIX)):
             return False
         key = msg_id[: limits.MAX_KEY]
         self._transcript.remember_chat(msg_id)  # Pipecat may echo it as user-input too: not the caller's
-        item = self._line(key, event, at)
-        item["text"] = clip(data["content"].strip())
-        item["options"] = item["options"] or _options(data.get("options", {}))
+        item = self._lines.get(key)
+        reported = {"text": clip(data["content"].strip()), "options": _options(data.get("options", {}))}
+        if item is None:
+            self._reported[key] = {**reported, "seq": event.seq, "at": at}
+            cap_dict(self._reported, limits.MAX_CALLS)
+            return True
+        if not item["text"] and item["_words_reported"]:
+            item["text"] = reported["text"]
+        item["options"] = item["options"] or reported["options"]
         self._transcript.touch(item)
         return True
 
@@ -96,7 +108,9 @@ class Operators:
             return False
         if about.get("action") not in ACTIONS:
             return False
-        item = self._line(msg_id[: limits.MAX_KEY], event, at)
+        item_key = msg_id[: limits.MAX_KEY]
+        fresh = item_key not in self._lines
+        item = self._line(item_key, event, at)
         item["action"] = about["action"]
         item["cancel"] = about.get("cancel") is True
         item["operator"] = clip(str(about.get("operator") or "an operator"), MAX_NAME)
@@ -104,9 +118,15 @@ class Operators:
         error = about.get("error")
         item["outcome"] = "the bot took it" if item["ok"] else clip(str(error or "no reason given"), 500)
         content = about.get("content")
-        if isinstance(content, str) and not item["text"]:
-            item["text"] = clip(content.strip())
-        item["options"] = item["options"] or _options(about.get("options"))
+        reported = self._reported.pop(item_key, None) if fresh else None
+        if isinstance(content, str):
+            item["text"] = clip(content.strip())  # the operator's words, as the dashboard sent them
+        elif reported is not None and item["action"] == "send-text":
+            item["text"] = reported["text"]  # a record stored before records carried the words
+        item["_words_reported"] = not isinstance(content, str) and item["action"] == "send-text"
+        if reported is not None:
+            item["seq"], item["at"] = reported["seq"], reported["at"]
+        item["options"] = item["options"] or _options(about.get("options")) or (reported or {}).get("options")
         if item["ok"] and item["action"] == "end" and not self.ended_by:
             self.ended_by, self.ended_at = item["operator"], at
         self._transcript.touch(item)
