@@ -34,8 +34,9 @@ class EndKind(models.TextChoices):
 
 
 def operator_end_reason(operator: str) -> str:
-    """The words for an operator's end, naming them (Session.end_reason: at most 200 characters)."""
-    return f"by operator {operator}"[:200]
+    """The words for an operator's end, naming them (Session.end_reason: at most 200 characters): "by operator ann";
+    a script's key is named as the audit log names it, not called an operator ("by API key pk_3Kyc… (deploys)")."""
+    return (f"by {operator}" if operator.startswith("API key ") else f"by operator {operator}")[:200]
 
 
 # The ends an operator should look at: the call did not end as somebody meant it to.

@@ -82,9 +82,16 @@ def open_page(browser, server, width, username, password):
     return context, page
 
 
-def one_line(locator) -> bool:
-    """Whether an inline element is laid out on one line (a wrapped one has a box per line)."""
-    return locator.evaluate("(e) => e.getClientRects().length") == 1
+def one_line(locator, seconds: float = 5) -> bool:
+    """Whether an inline element is laid out on one line (a wrapped one has a box per line). The Overview's panel
+    is replaced as its figures change: an element caught as it is swapped out has no box at all, so the count
+    is read again (a pair that wraps has two boxes every time)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        boxes = locator.evaluate("(e) => e.isConnected ? e.getClientRects().length : 0")
+        if boxes == 1 or time.monotonic() > deadline:
+            return boxes == 1
+        time.sleep(0.2)
 
 
 def css_colour(page, name: str) -> str:

@@ -208,5 +208,6 @@ def test_an_operator_acts_on_a_demo_call_as_on_a_real_bots(server):
             raise AssertionError("the call did not end")
 
     body = asyncio.run(act())
-    assert body["end_kind"] == "bot_finished"  # the pipeline ended; the caller did not hang up
+    # The pipeline ended because an operator ended it (a script's key here): theirs, not the bot's nor the caller's.
+    assert body["end_kind"] == "operator_ended" and body["end_reason"].startswith("by API key ")
     assert len([line for line in body["transcript"] if line["role"] == "user"]) < 12  # stopped before the script's end
