@@ -124,6 +124,10 @@ def main():
                     for name, path in shots.items():
                         if not wanted(name, *PARTS.get(name, ())):
                             continue
+                        if path.startswith("/sessions/") and live in path:
+                            # A live call picked minutes ago may have ended since (a slow machine): the newest now.
+                            live_now = first(api, status="live")
+                            path = path.replace(live, live_now)
                         page.goto(f"{server.url}{path}")
                         page.wait_for_timeout(4000)  # the sockets connect, charts and times are drawn
                         if wanted(name):
