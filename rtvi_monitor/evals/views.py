@@ -99,6 +99,8 @@ def scenario_from_call(request, session_id):
     session = organization_session(request.organization, session_id)
     runs = suite.caller_runs(session)
     drafted = scenarios.draft(session, runs)
+    # The draft shows what the caller said: a read of the call's contents, as its page is (deduplicated there).
+    audit.record_read(session.organization, session.session_id, "scenario draft", request=request)
     errors: list[str] = []
     name = scenarios.slug(f"{session.agent_key or 'call'}-{session.session_id}")
     note = ""

@@ -185,3 +185,13 @@ def test_a_recorded_call_gives_each_turn_the_callers_own_speech(call, operator, 
         seconds = read.getnframes() / 16000
     spoken = len(words) / 16000
     assert spoken <= seconds <= spoken + 0.6  # the caller's speech and the padding, not the silence around it
+
+
+def test_reading_the_draft_is_a_read_of_the_calls_contents_in_the_audit_log(call, operator, org):
+    """The draft shows the caller's words: the operator's read is audited, a viewer's refused one is not."""
+    viewer = signed_in(org, "viewer", "watcher")
+    assert viewer.get("/sessions/call-7/scenario/").status_code == 403
+    assert not AuditEntry.objects.filter(action=AuditEntry.Action.SESSION_READ, target="call-7").exists()
+    assert operator.get("/sessions/call-7/scenario/").status_code == 200
+    (entry,) = AuditEntry.objects.filter(action=AuditEntry.Action.SESSION_READ, target="call-7")
+    assert entry.actor == "op" and "Where is my order" not in json.dumps(entry.detail)
