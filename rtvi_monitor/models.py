@@ -7,7 +7,7 @@ live/models.py: ingest tokens, server processes, leases; alerts/models.py; audio
 
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
-from rtvi_monitor.evals.models import Scenario
+from rtvi_monitor.evals.models import EvalResult, EvalRun, Scenario
 from rtvi_monitor.live.models import IngestToken, Lease, ServerProcess
 from rtvi_monitor.redaction.models import RedactionRule
 from rtvi_monitor.sessions.models import Event, Session, SessionCaller, Span
@@ -19,6 +19,8 @@ __all__ = [
     "AlertNote",
     "AlertRule",
     "AudioChunk",
+    "EvalResult",
+    "EvalRun",
     "Event",
     "IngestToken",
     "Lease",

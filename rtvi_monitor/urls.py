@@ -1,6 +1,7 @@
 from django.urls import path
 
 from rtvi_monitor.audio import views as audio_views
+from rtvi_monitor.evals import api as eval_api
 from rtvi_monitor.evals import views as eval_views
 from rtvi_monitor.sessions import api, views
 
@@ -10,6 +11,10 @@ urlpatterns = [
     path("sessions/<str:session_id>/scenario/", eval_views.scenario_from_call, name="eval_scenario_from_call"),
     path("evals/<str:agent_key>/", eval_views.suite_page, name="eval_suite"),
     path("evals/<str:agent_key>/suite.zip", eval_views.suite_download, name="eval_suite_download"),
+    path("evals/<str:agent_key>/gate/", eval_views.gate_page, name="eval_gate_page"),
+    path("api/evals/runs/", eval_api.upload_run, name="api_eval_upload"),
+    path("api/evals/<str:agent_key>/gate/", eval_api.gate_json, name="api_eval_gate"),
+    path("api/evals/<str:agent_key>/runs/", eval_api.runs_json, name="api_eval_runs"),
     path("api/sessions/", api.session_list, name="api_session_list"),
     path("api/sessions/<str:session_id>/", api.session_detail_json, name="api_session_detail"),
     path("api/sessions/<str:session_id>/traces/", api.session_traces_json, name="api_session_traces"),

@@ -16,6 +16,10 @@ yes or no; `refusal` says why not, in a sentence a person can act on.
     audio.listen       operator or the   read     a call's recording (the player, waveform, WAV download);
                        audio_role                 Settings → Recording may raise it to admin
     calls.control      operator          write    end a live call, send text into it
+    evals.read         operator          read     eval scenarios made from calls (they hold the caller's words)
+    evals.write        operator          write    save and delete them
+    evals.upload       operator          write    upload an eval run's results.jsonl (a CI step's key)
+    evals.gate         viewer            read     eval runs' figures and the deploy gate's verdict
     agents.read        viewer            read     the agents pages and /api/agents/ (log lines: contents)
     agents.api         no                read     the built-in agents API, /v1/agents (Pipecat Cloud's)
     alerts.read        viewer            read     alerts and rules (webhook addresses masked)
@@ -73,6 +77,10 @@ ACTIONS: dict[str, Action] = {
         # Scenarios hold the caller's words (their turns' text): an operator's, as call contents are.
         Action("evals.read", Role.OPERATOR, "read", "see calls saved as eval scenarios"),
         Action("evals.write", Role.OPERATOR, "write", "save calls as eval scenarios"),
+        # An eval run's results hold no words (rtvi_monitor/evals/models.py EvalRun): a CI step's key uploads
+        # them; the gate's verdict and table are figures, as an agent's page is.
+        Action("evals.upload", Role.OPERATOR, "write", "upload eval runs' results"),
+        Action("evals.gate", Role.VIEWER, "read", "see eval runs and the deploy gate"),
         Action("agents.read", Role.VIEWER, "read", "see the agents"),
         Action("agents.api", None, "read", "use the agents API (/v1)"),
         Action("alerts.read", Role.VIEWER, "read", "see alerts"),

@@ -14,6 +14,7 @@ from django.utils import timezone
 from dashboard.agents import pipecat_cloud
 from dashboard.agents.pipecat_cloud import SESSION_STATUSES, START_TYPES
 from dashboard.web.http import BadParam, Query, default_first
+from rtvi_monitor.evals import gate as eval_gate
 from rtvi_monitor.overview.figures import agent_overview, day_start
 from rtvi_monitor.sessions import platform_join
 from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_turn_figures
@@ -135,6 +136,9 @@ async def context(organization, agent, query, sees_contents: bool, link: Callabl
     ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now, params.turns)
     # A bad period is named beside the turns it left at 24 hours, the other bad filters at the top.
     ours["turn_figures"]["problem"] = problems.pop("turns", None)
+    ours["eval_gate"] = await sync_to_async(eval_gate.overview)(
+        organization, agent.id, agent.active_deployment_id or ""
+    )
     page = sessions_page.value
     more_sessions = page is not None and page.next_offset is not None
     more_logs = logs is not None and logs.value is not None and logs.value.next_offset is not None

@@ -426,6 +426,7 @@ class AuditEntry(models.Model):
         SCENARIO_SAVED = "scenario_saved", "saved a call as an eval scenario"
         SCENARIO_DELETED = "scenario_deleted", "deleted an eval scenario"
         SUITE_DOWNLOAD = "suite_download", "downloaded an agent's eval suite"
+        EVAL_RUN_UPLOADED = "eval_run_uploaded", "uploaded an eval run's results"
         SETTINGS_CHANGED = "settings_changed", "changed the organization's settings"
         ALERT_ACKNOWLEDGED = "alert_acknowledged", "acknowledged an alert"
         ALERT_SILENCED = "alert_silenced", "silenced an alert"

@@ -17,9 +17,10 @@ from django.urls import reverse
 from dashboard.access.auth import member_required
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry
+from dashboard.web.http import BadParam
+from rtvi_monitor.evals import api, gate, runs, suite
 from rtvi_monitor.evals import scenario as scenarios
-from rtvi_monitor.evals import suite
-from rtvi_monitor.evals.models import Scenario
+from rtvi_monitor.evals.models import EvalResult, Scenario
 from rtvi_monitor.sessions.models import Session
 from rtvi_monitor.sessions.queries import organization_session
 
@@ -189,3 +190,31 @@ def suite_download(request, agent_key):
     response = HttpResponse(data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{folder}-evals.zip"'
     return response
+
+
+@member_required("evals.gate")
+def gate_page(request, agent_key):
+    """The deploy gate of an agent: the deployments its eval runs tested, the comparison of two (?candidate=,
+    ?baseline=; by default the newest candidate against the active deployment), and each result of the
+    candidate's runs, a failed one opening the call it made when the run's bots named it."""
+    active = runs.active_deployment(request.organization, agent_key)
+    overview = gate.overview(request.organization, agent_key, active)
+    if not overview["deployments"] and not _suite(request, agent_key).exists():
+        raise Http404(f"No eval runs of an agent {agent_key!r} in your organization.")
+    problem = ""
+    if request.GET.get("candidate"):
+        try:
+            overview["verdict"], problem = api.verdict_for(request, agent_key)
+        except BadParam as exc:
+            problem = str(exc)
+        if overview["verdict"] is not None:
+            overview["candidate"] = overview["verdict"].candidate
+    results = EvalResult.objects.filter(
+        run__organization=request.organization, run__agent_key=agent_key, run__deployment=overview["candidate"] or ""
+    ).select_related("session", "run")[:500]
+    return render(
+        request,
+        "evals/gate.html",
+        {"agent_key": agent_key, "gate": overview, "problem": problem, "results": results},
+        status=400 if problem else 200,
+    )

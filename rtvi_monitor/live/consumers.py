@@ -36,6 +36,9 @@ from rtvi_dashboard.wire import (
     CONTROL_PARAM,
     STREAM_ID_RE,
     STREAM_PARAM,
+    TAG_PARAMS,
+    TAG_RE,
+    TAG_RULE,
     control_version,
     is_control_result,
 )
@@ -67,6 +70,16 @@ logger = logging.getLogger(__name__)
 
 LIST_ROWS_PER_FRAME = 500  # a list row is ~0.5 KB of JSON: a frame well under daphne's 1 MiB
 _STREAM_ID = re.compile(STREAM_ID_RE)
+_TAG = re.compile(TAG_RE)
+
+
+def tags_of(query: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The tags a bot named in its ingest URL (wire.TAG_PARAMS: its deployment, its eval run and scenario), or
+    what is wrong with one."""
+    for name in TAG_PARAMS:
+        if name in query and not _TAG.match(query[name]):
+            return {}, f"{name}: {TAG_RULE}"
+    return {name: query[name] for name in TAG_PARAMS if name in query}, ""
 
 
 class LeanDispatchMixin:
@@ -234,6 +247,9 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             return await self.fail(STREAM_RULE, CLOSE_BAD_REQUEST)
         if self.stream == control.CONTROL_STREAM:
             return await self.fail(RESERVED_STREAM_RULE, CLOSE_BAD_REQUEST)
+        tags, wrong = tags_of(query)
+        if wrong:
+            return await self.fail(wrong, CLOSE_BAD_REQUEST)
         token = bearer_token(dict((k.decode("latin-1").title(), v.decode("latin-1")) for k, v in self.scope["headers"]))
         if not token:
             return await self.fail("Send 'Authorization: Bearer <ingest token>' in the handshake.", CLOSE_BAD_TOKEN)
@@ -247,7 +263,7 @@ class IngestConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         self.admission = admission
         registry.connecting += 1
         try:
-            session, event, warning, redactor = await open_ingest(credential, session_id, query.get("agent"))
+            session, event, warning, redactor = await open_ingest(credential, session_id, query.get("agent"), tags)
             self.epoch = session.ingest_epoch
             self.writer = process.start()
             # The writer's batch of sends (a flush's relays and acks) goes out through these sockets: under

@@ -31,20 +31,26 @@ async def find_credential(token: str) -> IngestToken | None:
     return await in_db_thread(_find_credential, token, executor=CONNECT_THREAD)
 
 
-def open_for_bot(organization, session_id: str, link, holder: str) -> tuple[Session, str]:
+def open_for_bot(organization, session_id: str, link, holder: str, tags: dict | None = None) -> tuple[Session, str]:
     """The session of a bot that connected (to the server process `holder`).
 
     A new id starts a session; a bot back within the grace continues its
     own; a bot back after its session ended reopens it. `link` is the
-    agent the bot named (rtvi_monitor.sessions.agent_link.AgentLink) or None.
-    Returns the session and what happened: "started" (new or reopened),
-    "back", or "".
+    agent the bot named (rtvi_monitor.sessions.agent_link.AgentLink) or None;
+    `tags` what else its ingest URL named (wire.TAG_PARAMS): its deployment,
+    which wins over its agent's active one, and the eval run and scenario
+    that made the call. Returns the session and what happened: "started"
+    (new or reopened), "back", or "".
     """
     agent_fields = (
         {"agent": link.agent, "agent_key": link.key, "agent_name": link.name, "deployment_id": link.deployment_id}
         if link
         else {}
     )
+    tags = tags or {}
+    if tags.get("deployment"):
+        agent_fields["deployment_id"] = tags["deployment"]
+    agent_fields.update({field: tags[field] for field in ("eval_run", "eval_scenario") if tags.get(field)})
     session, created = Session.objects.get_or_create(
         organization=organization, session_id=session_id, defaults=agent_fields
     )
@@ -61,15 +67,14 @@ def open_for_bot(organization, session_id: str, link, holder: str) -> tuple[Sess
         "end_kind": "",
         "state": None,
     }
-    if link:
-        updates.update(agent_fields)
+    updates.update(agent_fields)
     Session.objects.filter(pk=session.pk).update(**updates)
     session = Session.objects.select_related("agent").get(pk=session.pk)
     return session, "started" if created or reopened else "back" if back else ""
 
 
 async def open_ingest(
-    credential: IngestToken, session_id: str, agent: str | None
+    credential: IngestToken, session_id: str, agent: str | None, tags: dict | None = None
 ) -> tuple[Session, str, str, Redactor]:
     """Open (or reopen) the session for this bot, held by this process.
 
@@ -83,7 +88,7 @@ async def open_ingest(
     link, warning = await agent_link.resolve(organization, agent)
 
     def open_session():
-        session, event = open_for_bot(organization, session_id, link, SERVER_ID)
+        session, event = open_for_bot(organization, session_id, link, SERVER_ID, tags)
         return session, event, RedactionRule.redactor_for(organization.pk)
 
     session, event, redactor = await in_db_thread(open_session, executor=CONNECT_THREAD)

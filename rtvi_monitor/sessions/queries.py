@@ -181,6 +181,16 @@ def _session_summary(session_pk: int, session_id: str, organization_id, ended: b
     return result
 
 
+def stage_values(session_pk: int, session_id: str, organization_id, event_count: int) -> dict[str, list[float]]:
+    """An ended session's waits (ms) per stage of its turns and its turn latency (diagnosis.summary's values),
+    from its cached summary as the agent's figures read it."""
+    from rtvi_monitor.sessions.models import Span
+
+    traced = Span.objects.filter(organization_id=organization_id, conversation_id=session_id).exists()
+    key = summary_cache_key(session_pk, event_count)
+    return _session_summary(session_pk, session_id, organization_id, True, key, traced)["values"]
+
+
 def summary_cache_key(session_pk: int, event_count: int) -> str:
     """Where an ended session's turn summary is cached: by its message count (a reopened one is read again) and
     the thresholds it was judged by (rtvi_monitor/privacy/contents.py erases it)."""

@@ -39,6 +39,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -61,6 +62,9 @@ from rtvi_dashboard.wire import (
     MAX_CONTROL_ERROR,
     MAX_FRAME_BYTES,
     STREAM_PARAM,
+    TAG_PARAMS,
+    TAG_RE,
+    TAG_RULE,
     valid_range,
 )
 
@@ -70,6 +74,18 @@ logger = logging.getLogger("rtvi_dashboard.client")
 # cannot (ControlRefused, or any exception: its text is the reason). It may return a coroutine function
 # to run once the answer has gone (ending the call closes this client: the answer must go first).
 ControlHandler = Callable[[dict], Awaitable[Callable[[], Awaitable[None]] | None]]
+
+
+def checked_tags(tags: dict[str, str] | None) -> dict[str, str]:
+    """The tags for the ingest URL (wire.TAG_PARAMS: deployment, eval_run, eval_scenario), empty ones left out;
+    ValueError, when the bot starts rather than when the dashboard refuses it, for a name or value it refuses."""
+    given = {name: str(value) for name, value in (tags or {}).items() if value not in (None, "")}
+    for name, value in given.items():
+        if name not in TAG_PARAMS:
+            raise ValueError(f"unknown tag {name!r}: the dashboard takes {', '.join(TAG_PARAMS)}")
+        if not re.match(TAG_RE, value):
+            raise ValueError(f"tag {name}={value[:120]!r}: {TAG_RULE}")
+    return given
 
 
 class ControlRefused(Exception):
@@ -213,6 +229,7 @@ class DashboardClient:
         max_batch: int = 200,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         stream: str | None = None,
+        tags: dict[str, str] | None = None,
     ):
         base = url.rstrip("/")
         # Whose seqs these are: this client's, across its reconnects (wire.STREAM_PARAM).
@@ -222,6 +239,7 @@ class DashboardClient:
         query = {"agent": agent_id} if agent_id else {}
         query[ACKS_PARAM] = ACKS_RANGES
         query[STREAM_PARAM] = self.stream
+        query.update(checked_tags(tags))
         self.url = f"{base}/ws/ingest/{quote(session_id, safe='')}/?{urlencode(query, quote_via=quote)}"
         self.token = token
         self.session_id = session_id

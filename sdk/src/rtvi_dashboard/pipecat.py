@@ -57,7 +57,7 @@ from pipecat.transports.base_output import BaseOutputTransport
 from rtvi_dashboard.audio import DashboardAudioRecorder, record_audio_from_env
 from rtvi_dashboard.client import ControlRefused, DashboardClient
 from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
-from rtvi_dashboard.wire import MAX_CONTROL_TEXT
+from rtvi_dashboard.wire import MAX_CONTROL_TEXT, TAG_PARAMS
 
 FORWARD_LOGS_ENV = "RTVI_DASHBOARD_FORWARD_LOGS"
 CONTROL_ENV = "RTVI_DASHBOARD_CONTROL"
@@ -73,6 +73,7 @@ def client_from_env(
     agent_id: str | None = None,
     dashboard_url: str | None = None,
     token: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> DashboardClient:
     """A client configured by its arguments, else the environment.
 
@@ -81,12 +82,20 @@ def client_from_env(
     id that nobody gives is a new UUID. Pass the runner's (Pipecat's
     `runner_args.session_id`, the platform's id on Pipecat Cloud) so that the
     dashboard's session id is the platform's.
+
+    Tags (rtvi_dashboard.wire.TAG_PARAMS), from `tags` else the environment:
+    RTVI_DASHBOARD_DEPLOYMENT (the deployment this bot is, when it is not its
+    agent's active one: a candidate under test), RTVI_DASHBOARD_EVAL_RUN and
+    RTVI_DASHBOARD_EVAL_SCENARIO (set for a `pipecat eval` run, so that the
+    results uploaded with `rtvi-dashboard-eval upload --run` open these calls).
     """
+    from_env = {name: os.environ.get(f"RTVI_DASHBOARD_{name.upper()}", "") for name in TAG_PARAMS}
     return DashboardClient(
         dashboard_url or os.environ.get("RTVI_DASHBOARD_URL", "ws://127.0.0.1:8000"),
         token or os.environ.get("RTVI_DASHBOARD_TOKEN", ""),
         session_id or os.environ.get("RTVI_DASHBOARD_SESSION_ID") or uuid.uuid4().hex,
         agent_id or os.environ.get("RTVI_DASHBOARD_AGENT_ID") or None,
+        tags={**from_env, **(tags or {})},
     )
 
 
@@ -270,10 +279,11 @@ class DashboardRTVIProcessor(RTVIProcessor):
         forward_logs: bool | int | str | None = None,
         record_audio: bool | None = None,
         control: bool | None = None,
+        tags: dict[str, str] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token)
+        self.dashboard = client or client_from_env(session_id, agent_id, dashboard_url, token, tags)
         # The dashboard's control frames (end, send-text), unless control=False or RTVI_DASHBOARD_CONTROL=0.
         self.control = _take_control(self, self.dashboard, control)
         self.forward_logs = forward_logs_level(forward_logs)

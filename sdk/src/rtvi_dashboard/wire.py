@@ -44,6 +44,18 @@ ACKS_RANGES = "ranges"
 STREAM_PARAM = "stream"
 STREAM_ID_RE = r"^[A-Za-z0-9_.:-]{1,64}\Z"
 
+# Tags. A bot may say in its ingest URL which deployment it is (`?deployment=`: a candidate not yet
+# active, a Pipecat Cloud environment; without it, the session is of its agent's active deployment), and,
+# for a call an eval run makes (`pipecat eval`), the run (`?eval_run=`: a label the run's uploaded
+# results.jsonl names too) and the scenario (`?eval_scenario=`), so that each result opens its call.
+# Each is 1-100 characters of TAG_CHARS; a bot that names one otherwise is refused with TAG_RULE.
+DEPLOYMENT_PARAM = "deployment"
+EVAL_RUN_PARAM = "eval_run"
+EVAL_SCENARIO_PARAM = "eval_scenario"
+TAG_PARAMS = (DEPLOYMENT_PARAM, EVAL_RUN_PARAM, EVAL_SCENARIO_PARAM)
+TAG_RE = r"^[A-Za-z0-9_.:/ -]{1,100}\Z"
+TAG_RULE = "use 1-100 characters of A-Z a-z 0-9 _ . : / - and spaces"
+
 
 def ack_ranges(seqs) -> list[list[int]]:
     """Seqs as the fewest [first, last] runs, ascending: [1, 2, 3, 7] -> [[1, 3], [7, 7]]."""

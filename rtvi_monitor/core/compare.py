@@ -1,0 +1,89 @@
+"""Is B worse than A, beyond what A and B would differ by chance? Two one-sided tests, plain Python.
+
+- `fewer_passes_p(passed_a, runs_a, passed_b, runs_b)`: Fisher's exact test of "B passes less often than A"
+  (the chance, were both the same, that B would pass this few times of the passes both made). Exact, so a
+  verdict at level alpha says "worse" of two equal deployments at most alpha of the time, however few runs.
+- `slower_p(a, b)`: the Mann-Whitney U test of "B's values tend to be larger than A's", by the normal
+  approximation with its correction for ties and continuity; it asks for at least MIN_SAMPLES a side
+  (None below that: too few to tell), where the approximation keeps its level.
+- `holm(p_values, alpha)`: which of several tests reject at family level alpha (Holm's step-down, at least as
+  strong as Bonferroni): a gate that asks one question per scenario and per stage says "worse" of two equal
+  deployments at most alpha of the time in all, not alpha per question.
+
+tests/core/test_compare.py checks each against its definition and, by simulation, the rate of "worse"
+between samples drawn from one distribution (the eval gate's property, rtvi_monitor/evals/gate.py).
+"""
+
+import math
+from collections.abc import Sequence
+
+from rtvi_monitor.core.reducer.turns import percentile
+
+__all__ = ["MIN_SAMPLES", "fewer_passes_p", "holm", "percentile", "slower_p"]
+
+MIN_SAMPLES = 8
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fewer_passes_p(passed_a: int, runs_a: int, passed_b: int, runs_b: int) -> float:
+    """One-sided Fisher exact p: P(B's passes <= passed_b | the passes both made, each side's runs)."""
+    if not (0 <= passed_a <= runs_a and 0 <= passed_b <= runs_b):
+        raise ValueError("passes must be between 0 and the runs")
+    total, passes = runs_a + runs_b, passed_a + passed_b
+    if runs_b == 0 or runs_a == 0:
+        return 1.0
+    low = max(0, passes - runs_a)
+    denominator = _log_comb(total, runs_b)
+    p = 0.0
+    for k in range(low, passed_b + 1):
+        p += math.exp(_log_comb(passes, k) + _log_comb(total - passes, runs_b - k) - denominator)
+    return min(1.0, p)
+
+
+def _ranks(values: list[float]) -> tuple[list[float], float]:
+    """Average ranks (1-based) of the values, and the ties' term sum(t^3 - t)."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    ties = 0.0
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    return ranks, ties
+
+
+def slower_p(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """One-sided Mann-Whitney p that B's values are stochastically larger than A's; None with too few."""
+    n, m = len(a), len(b)
+    if n < MIN_SAMPLES or m < MIN_SAMPLES:
+        return None
+    ranks, ties = _ranks([*a, *b])
+    u_b = sum(ranks[n:]) - m * (m + 1) / 2
+    mean = n * m / 2
+    total = n + m
+    variance = n * m / 12 * ((total + 1) - ties / (total * (total - 1)))
+    if variance <= 0:
+        return 1.0  # every value the same: no difference
+    z = (u_b - mean - 0.5) / math.sqrt(variance)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def holm(p_values: dict[str, float], alpha: float) -> set[str]:
+    """The keys whose test rejects under Holm's step-down at family-wise level alpha."""
+    rejected: set[str] = set()
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    count = len(ordered)
+    for index, (key, p) in enumerate(ordered):
+        if p > alpha / (count - index):
+            break
+        rejected.add(key)
+    return rejected
