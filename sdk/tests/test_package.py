@@ -294,3 +294,24 @@ async def test_a_worker_with_no_conversation_id_gets_the_sessions_for_its_traces
     await setup.setup_pipeline_worker(worker)
     # Pipecat's tracing would have made up its own id: the spans now carry the session's.
     assert worker._conversation_id == worker._turn_trace_observer._conversation_id == "from-env"
+
+
+def test_tags_name_the_deployment_and_the_eval_run_in_the_ingest_url_and_a_bad_one_fails_at_once(monkeypatch):
+    client = DashboardClient(
+        "ws://x", "t", "s1", tags={"deployment": "v42", "eval_run": "ci 41", "eval_scenario": "suite/refund"}
+    )
+    query = parse_qs(urlsplit(client.url).query)
+    assert (query["deployment"], query["eval_run"], query["eval_scenario"]) == (["v42"], ["ci 41"], ["suite/refund"])
+    assert "deployment" not in parse_qs(urlsplit(DashboardClient("ws://x", "t", "s1", tags={"deployment": ""}).url).query)
+    for bad in ({"deployment": "v2\n"}, {"eval_run": "x" * 101}, {"colour": "red"}, {"eval_scenario": " a"}):
+        with pytest.raises(ValueError, match="tag"):
+            DashboardClient("ws://x", "t", "s1", tags=bad)
+
+
+def test_the_eval_command_reads_the_dashboards_address_as_http():
+    from rtvi_dashboard.evals import base_url
+
+    assert base_url("wss://dash.example.com/") == "https://dash.example.com"
+    assert base_url("ws://127.0.0.1:8000") == "http://127.0.0.1:8000"
+    with pytest.raises(SystemExit, match="address"):
+        base_url("dash.example.com")

@@ -1,8 +1,12 @@
 """Which agent a session belongs to: `?agent=` by id or name, built-in or from the organization's agents API."""
 
+from urllib.parse import urlencode
+
 import pytest
 from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
 
+from dashboard.asgi import application
 from rtvi_monitor.sessions.models import Session
 from tests.agents_samples import AGENT, BASE, KEY, URL
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
@@ -72,3 +76,60 @@ async def test_an_agent_whose_id_cannot_be_kept_or_linked_is_not_linked(org, ing
     session, frames = await stream_one(ingest_token, "odd-bot")
     assert "'odd-bot' is not an agent of your organization" in frames[0]["error"] and frames[1] == {"ack": 1}
     assert session.agent_key == ""
+
+
+# --- what else a bot names: its deployment, and the eval run and scenario that made the call -------------
+
+
+async def stream_tagged(token, query: str) -> tuple[WebsocketCommunicator, tuple]:
+    socket = WebsocketCommunicator(
+        application, f"/ws/ingest/s1/?{query}", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    return socket, await socket.connect()
+
+
+async def test_a_bot_under_eval_names_its_deployment_run_and_scenario_and_they_win_over_the_active_one(
+    org, ingest_token, httpx_mock
+):
+    await use_pipecat_cloud(org)
+    httpx_mock.add_response(url=URL, json={"services": [AGENT]}, is_reusable=True)
+    query = urlencode(
+        {"agent": AGENT["name"], "deployment": "v42-candidate", "eval_run": "ci 41", "eval_scenario": "suite/refund"}
+    )
+    socket, (connected, _) = await stream_tagged(ingest_token, query)
+    assert connected
+    await send(socket, wrap(1, HELLO))
+    assert await receive(socket) == {"ack": 1}
+    await socket.disconnect()
+    session = await sync_to_async(Session.objects.get)(session_id="s1")
+    assert (session.agent_key, session.deployment_id) == (AGENT["id"], "v42-candidate")
+    assert (session.eval_run, session.eval_scenario) == ("ci 41", "suite/refund")
+
+
+async def test_a_bot_with_no_tags_is_a_real_call_of_its_agents_active_deployment(org, ingest_token, httpx_mock):
+    await use_pipecat_cloud(org)
+    httpx_mock.add_response(url=URL, json={"services": [AGENT]}, is_reusable=True)
+    session, frames = await stream_one(ingest_token, AGENT["id"])
+    assert frames == [{"ack": 1}]
+    assert (session.deployment_id, session.eval_run, session.eval_scenario) == (AGENT["activeDeploymentId"], "", "")
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("deployment=%20", "deployment: use 1-100 characters"),
+        ("deployment=v2%20", "deployment: use 1-100 characters"),
+        ("eval_run=" + "x" * 101, "eval_run: use 1-100 characters"),
+        ("eval_scenario=%3Cscript%3E", "eval_scenario: use 1-100 characters"),
+        ("eval_run=a%0Ab", "eval_run: use"),
+    ],
+)
+async def test_a_tag_that_breaks_the_rule_is_refused_with_the_rule_and_no_session_is_made(
+    org, ingest_token, query, says
+):
+    socket, (connected, _) = await stream_tagged(ingest_token, query)
+    assert connected  # accepted, told why, closed
+    frame = await receive(socket)
+    assert frame["fatal"] and says in frame["error"], frame
+    assert (await socket.receive_output(timeout=3))["type"] == "websocket.close"
+    assert not await sync_to_async(Session.objects.filter(session_id="s1").exists)()

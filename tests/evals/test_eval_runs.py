@@ -258,6 +258,6 @@ def test_the_gate_page_and_the_agent_table_show_the_verdict_to_a_viewer(org, age
 def test_checked_names_follow_the_bots_tag_rule():
     for name in ("v2", "production", "ci 41/refund", "a" * 100):
         assert runs.checked_name(name, "x") == name and re.match(TAG_RE, name)
-    for name in ("", "a" * 101, "v2\n", "<b>", "v2;rm"):
+    for name in ("", " ", " v2", "v2 ", "a" * 101, "v2\n", "<b>", "v2;rm"):
         with pytest.raises(runs.Refused):
             runs.checked_name(name, "x")

@@ -53,8 +53,8 @@ DEPLOYMENT_PARAM = "deployment"
 EVAL_RUN_PARAM = "eval_run"
 EVAL_SCENARIO_PARAM = "eval_scenario"
 TAG_PARAMS = (DEPLOYMENT_PARAM, EVAL_RUN_PARAM, EVAL_SCENARIO_PARAM)
-TAG_RE = r"^[A-Za-z0-9_.:/ -]{1,100}\Z"
-TAG_RULE = "use 1-100 characters of A-Z a-z 0-9 _ . : / - and spaces"
+TAG_RE = r"^[A-Za-z0-9_.:/-](?:[A-Za-z0-9_.:/ -]{0,98}[A-Za-z0-9_.:/-])?\Z"
+TAG_RULE = "use 1-100 characters of A-Z a-z 0-9 _ . : / - (spaces between them)"
 
 
 def ack_ranges(seqs) -> list[list[int]]:
