@@ -88,7 +88,7 @@ class Finding:
 
 
 def _sessions(rule: AlertRule):
-    queryset = Session.objects.filter(organization_id=rule.organization_id)
+    queryset = Session.objects.calls().filter(organization_id=rule.organization_id)
     return queryset.filter(agent_key=rule.target_agent) if rule.target_agent else queryset
 
 

@@ -23,16 +23,24 @@ def overview(organization, now, listed=None) -> dict:
     last good copy when the upstream fails), or None when there is no list to go by. Every listed agent
     has a row, sessions or not, beside the agents known only from sessions (see agents_with_health).
     """
-    live = Session.objects.filter(organization=organization, status=Session.Status.LIVE)
-    last_hour = Session.objects.filter(organization=organization, started_at__gte=now - timedelta(hours=1))
-    badly = Session.objects.filter(organization=organization, ended_at__gte=now - timedelta(hours=24)).filter(
-        # The last: rows stored before end kinds were recorded.
-        Q(end_kind__in=FAILED_ENDS) | Q(fatal=True) | Q(end_reason="server restarted")
+    live = Session.objects.calls().filter(organization=organization, status=Session.Status.LIVE)
+    last_hour = Session.objects.calls().filter(organization=organization, started_at__gte=now - timedelta(hours=1))
+    badly = (
+        Session.objects.calls()
+        .filter(organization=organization, ended_at__gte=now - timedelta(hours=24))
+        .filter(
+            # The last: rows stored before end kinds were recorded.
+            Q(end_kind__in=FAILED_ENDS) | Q(fatal=True) | Q(end_reason="server restarted")
+        )
     )
     agents = agents_with_health(organization, now, agent_overview(organization, now), listed)
     since = day_start(now)
     # Every session's cost, those with no agent too (the agents' rows leave them out).
-    cost = Session.objects.filter(organization=organization, started_at__gte=since).aggregate(total=Sum("cost_usd"))
+    cost = (
+        Session.objects.calls()
+        .filter(organization=organization, started_at__gte=since)
+        .aggregate(total=Sum("cost_usd"))
+    )
     return {
         # A bot that left is not a call; it is counted apart until its grace runs out.
         "live_count": live.filter(bot_left_at__isnull=True).count(),
@@ -72,7 +80,7 @@ def agent_overview(organization, now) -> list[dict]:
     agent of Pipecat Cloud's list counts like a built-in one.
     """
     since = day_start(now)
-    sessions = Session.objects.filter(organization=organization).exclude(agent_key="")
+    sessions = Session.objects.calls().filter(organization=organization).exclude(agent_key="")
     live = dict(
         sessions.filter(status=Session.Status.LIVE, bot_left_at__isnull=True)
         .values("agent_key")
@@ -208,7 +216,7 @@ def silent_agents(organization, now) -> dict[str, dict]:
     """
     threshold, window = no_sessions_settings(organization)
     since = now - timedelta(minutes=window)
-    sessions = Session.objects.filter(organization=organization).exclude(agent_key="")
+    sessions = Session.objects.calls().filter(organization=organization).exclude(agent_key="")
     key = f"overview:usual:v1:{organization.pk}:{threshold:g}:{window}"
     usual = cache.get(key)
     if usual is None:

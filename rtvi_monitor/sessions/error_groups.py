@@ -103,7 +103,11 @@ def error_groups(
     width = window.total_seconds() / buckets
     rows = (
         Event.objects.filter(
-            type__in=ERROR_TYPES, valid=True, received_at__gte=start, session__organization=organization
+            type__in=ERROR_TYPES,
+            valid=True,
+            received_at__gte=start,
+            session__organization=organization,
+            session__eval_run="",  # an eval run's calls are no fleet's errors (Session.objects.calls)
         )
         .order_by("-received_at")
         .annotate(head=Substr("message", 1, MAX_READ), tail=Right("message", TAIL_READ))

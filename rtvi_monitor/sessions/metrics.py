@@ -243,7 +243,7 @@ class _Sessions:
         self.named = named
 
     def collect(self):
-        sessions = Session.objects.filter(organization=self.organization)
+        sessions = Session.objects.calls().filter(organization=self.organization)
         live = GaugeMetricFamily("rtvi_sessions_live", "Sessions whose bot is connected or away", labels=["agent"])
         for row in sessions.live().values("agent_key").annotate(n=Count("id")):
             live.add_metric([row["agent_key"]], row["n"])

@@ -49,6 +49,11 @@ class SessionQuerySet(models.QuerySet):
     def live(self):
         return self.filter(status=Session.Status.LIVE)
 
+    def calls(self):
+        """Callers' calls: not those an eval run made (`eval_run`), which the fleet's figures, alerts and
+        /metrics leave out (a candidate made slow on purpose is no outage); the sessions list shows both."""
+        return self.filter(eval_run="")
+
     def find(self, organization, session_id: str):
         """The organization's session with this id, or None (also for no organization)."""
         if organization is None:

@@ -215,7 +215,7 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
     figures = cache.get(key)
     if figures is None:
         since = now - TURN_PERIODS[period]
-        sessions = Session.objects.filter(organization=organization, agent_key=agent_key, started_at__gte=since)
+        sessions = Session.objects.calls().filter(organization=organization, agent_key=agent_key, started_at__gte=since)
         total = sessions.count()
         rows = list(
             sessions.order_by("-started_at", "-pk").values_list(

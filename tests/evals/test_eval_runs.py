@@ -7,18 +7,21 @@ tests/evals/e2e runs the real harness and uploads its own file.
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from pipecat.evals.results import FAILURE_KINDS
 from rtvi_dashboard.wire import TAG_RE
 
 from dashboard.org.models import ApiKey, AuditEntry
 from rtvi_monitor.evals import runs
 from rtvi_monitor.evals.models import EvalResult, EvalRun
+from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
 from tests.evals.test_scenario_export import signed_in
-from tests.session_samples import make_session
+from tests.session_samples import error_event, make_session
 
 
 def record(scenario="refund/refund", attempt=1, passed=True, kind=None, turn_ms=900, **extra) -> dict:
@@ -261,3 +264,56 @@ def test_checked_names_follow_the_bots_tag_rule():
     for name in ("", " ", " v2", "v2 ", "a" * 101, "v2\n", "<b>", "v2;rm"):
         with pytest.raises(runs.Refused):
             runs.checked_name(name, "x")
+
+
+# --- an eval run's calls are no caller's: the fleet's figures, errors, alerts and /metrics leave them out --
+
+
+def fleet(org, now) -> dict:
+    """What the fleet's pages, alerts and /metrics make of the organization's calls now."""
+    from rtvi_monitor.alerts import rules as alerts
+    from rtvi_monitor.alerts.models import AlertRule
+    from rtvi_monitor.overview.figures import overview
+    from rtvi_monitor.sessions.error_groups import error_groups
+
+    figures = overview(org, now)
+    rule, _ = AlertRule.objects.get_or_create(
+        organization=org,
+        name="fatal",
+        condition=AlertRule.Condition.FATAL_ERROR,
+        defaults={"webhook_url": "https://hooks.example.com/x", "window_minutes": 10},
+    )
+    rule = AlertRule.objects.select_related("organization", "agent").get(pk=rule.pk)
+    metrics = key_client(org, "read").get("/metrics").content.decode()
+    return {
+        "last_hour": figures["sessions_last_hour"],
+        "errors": len(error_groups(org, now, timedelta(hours=1))),
+        "alert_fired": alerts.evaluate_rule(rule, now, {})[0],
+        "metrics_lines": sum(
+            line.startswith("rtvi_sessions") and 'agent="support"' in line for line in metrics.splitlines()
+        ),
+    }
+
+
+def test_an_eval_runs_calls_are_not_the_fleets_figures_alerts_or_metrics(org, settings):
+    settings.ALERT_WEBHOOK_ALLOW_PRIVATE = True
+    now = timezone.now()
+    made = Session.objects.create(
+        organization=org,
+        session_id="eval-1",
+        agent_key="support",
+        fatal=True,
+        error_count=1,
+        last_event_at=now,
+        eval_run="ci-41",
+        deployment_id="v2-bad",
+        end_kind="error",
+        ended_at=now,
+        status="ended",
+    )
+    error_event(made, 1, "the candidate crashed on purpose", fatal=True)
+    assert fleet(org, now) == {"last_hour": 0, "errors": 0, "alert_fired": 0, "metrics_lines": 0}
+    # The same call made by a caller is all of those.
+    Session.objects.filter(pk=made.pk).update(eval_run="")
+    seen = fleet(org, now)
+    assert seen["last_hour"] == 1 and seen["errors"] == 1 and seen["alert_fired"] == 1 and seen["metrics_lines"] > 0
