@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from rtvi_dashboard.evals import SESSION_FIELD
 from rtvi_dashboard.wire import TAG_RE, TAG_RULE
 
 from dashboard.agents import service as agents_service
 from dashboard.agents.models import Agent
+from rtvi_monitor.core.protocol import SESSION_ID_RE
 from rtvi_monitor.evals.models import EvalResult, EvalRun, Scenario
 from rtvi_monitor.sessions.models import Session
 
@@ -34,7 +36,7 @@ MAX_BYTES = 20 * 1024 * 1024  # a results.jsonl with events_seen for every failu
 MAX_RECORDS = 10_000
 MAX_ERRORS = 20  # the lines an answer names; it says how many more
 MAX_FAILURES = 50  # per record: what a turn can fail of
-KINDS = ("scenario", "simulation")
+KINDS = ("script", "simulation")  # pipecat.evals.scenario.EvalKind
 _KIND_NAME = re.compile(r"^[a-z_]{1,40}\Z")
 _NAME = re.compile(TAG_RE)  # the rule a bot's tags follow (its deployment, its eval run): one rule, the wire's
 
@@ -125,7 +127,7 @@ def result_of(record) -> EvalResult:
     """One results.jsonl record as kept (unsaved), or ValueError saying what is wrong with it."""
     if not isinstance(record, dict):
         raise ValueError("a record must be a JSON object")
-    kind = record.get("kind", "scenario")
+    kind = record.get("kind", "script")
     if kind not in KINDS:
         raise ValueError(f"'kind' must be one of {', '.join(KINDS)}")
     scenario = record.get("scenario") or record.get("name")
@@ -140,7 +142,10 @@ def result_of(record) -> EvalResult:
     if kind == "simulation":
         kept_failures += _simulation_failures(record)
     duration = record.get("duration_ms")
-    return EvalResult(
+    named = record.get(SESSION_FIELD)
+    if named is not None and (not isinstance(named, str) or not SESSION_ID_RE.match(named)):
+        raise ValueError(f"{SESSION_FIELD!r} must be a session id (rtvi-dashboard-eval upload writes it)")
+    result = EvalResult(
         scenario=scenario.strip(),
         attempt=_count(record.get("attempt", 1), "attempt", least=1),
         passed=record["passed"],
@@ -148,8 +153,10 @@ def result_of(record) -> EvalResult:
         errored=bool(record.get("error")),
         duration_ms=None if duration is None else _count(duration, "duration_ms"),
         failures=kept_failures,
-        turns=_turns(record) if kind == "scenario" else [],
+        turns=_turns(record) if kind == "script" else [],
     )
+    result.named_session = named  # the call its attempt made, when the upload named it (not kept: linked)
+    return result
 
 
 def parse(data: bytes) -> list[EvalResult]:
@@ -178,11 +185,32 @@ def parse(data: bytes) -> list[EvalResult]:
     return parsed.results
 
 
+def _link_named(run: EvalRun, results: list[EvalResult]) -> list[EvalResult]:
+    """Link the results whose record names its call (SESSION_FIELD) to it; the others, left to link by order."""
+    named = {r.named_session for r in results if getattr(r, "named_session", None)}
+    found = {s.session_id: s for s in Session.objects.filter(organization_id=run.organization_id, session_id__in=named)}
+    rest = []
+    for result in results:
+        call = found.get(getattr(result, "named_session", None) or "")
+        if call is not None:
+            result.session = call
+        else:
+            rest.append(result)
+    return rest
+
+
 def link(run: EvalRun, results: list[EvalResult]) -> list[str]:
     """Pair each result with the call its attempt made (see the module's docstring); what could not be, why."""
+    results = _link_named(run, results)
+    if not results:
+        return []
     if not run.label:
-        return ["no run label (--run): its calls are not linked"]
-    calls = Session.objects.filter(organization_id=run.organization_id, eval_run=run.label).order_by("started_at", "pk")
+        return [f"{len(results)} results name no call, and the run has no label (--run) to find them by"]
+    calls = (
+        Session.objects.filter(organization_id=run.organization_id, eval_run=run.label)
+        .exclude(eval_results__isnull=False)  # a call already linked, by an earlier upload, is not one of these
+        .order_by("started_at", "pk")
+    )
     by_scenario: dict[str, list[Session]] = defaultdict(list)
     for call in calls:
         by_scenario[call.eval_scenario].append(call)
@@ -194,7 +222,8 @@ def link(run: EvalRun, results: list[EvalResult]) -> list[str]:
         by_scenario[next(iter(attempts))] = untagged
     unlinked = []
     for scenario, tried in attempts.items():
-        found = by_scenario.get(scenario) or by_scenario.get(scenario.rsplit("/", 1)[-1]) or []
+        # The bots' tag names the scenario as the record does (<file>/<scenario>) or only its file.
+        found = by_scenario.get(scenario) or by_scenario.get(scenario.split("/", 1)[0]) or []
         if len(found) != len(tried):
             unlinked.append(f"{scenario}: {len(tried)} attempts, {len(found)} calls of run {run.label!r} naming it")
             continue

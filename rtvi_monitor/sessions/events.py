@@ -228,10 +228,38 @@ def _compact(message: Any) -> str:
     return text.decode()
 
 
+# A client's sound sent as messages (RTVI raw-audio, raw-audio-batch: Pipecat's eval harness speaks to a bot so).
+AUDIO_MESSAGE_TYPES = frozenset(("raw-audio", "raw-audio-batch"))
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(_size(item) for item in value)
+    return 0
+
+
+def without_audio(checked: protocol.Validated) -> protocol.Validated:
+    """A client's raw audio as it is stored: its numbers (rate, channels), and of its sound only how many
+    characters it was sent as. A caller's voice is kept in one place, the call's recording, which an
+    organization opts into (rtvi_monitor/audio), never in its messages."""
+    if checked.type not in AUDIO_MESSAGE_TYPES or not isinstance(checked.message, dict):
+        return checked
+    data = checked.message.get("data")
+    if not isinstance(data, dict):
+        return checked
+    kept = {k: v for k, v in data.items() if v is None or isinstance(v, int | float | bool)}
+    kept["audio_not_stored"] = {k: _size(v) for k, v in data.items() if k not in kept}
+    return checked._replace(message={**checked.message, "data": kept})
+
+
 def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) -> tuple[protocol.Validated, dict | None]:
     """The message (its payload's texts) or the raw text of what is not a message, with what the
     organization's redactor removes replaced (rtvi_monitor/core/redaction.py); and what was removed.
-    `keep`: payload keys the dashboard wrote itself (Redactor.message)."""
+    `keep`: payload keys the dashboard wrote itself (Redactor.message). A client's sound never stays
+    (without_audio), whatever the organization's redaction."""
+    checked = without_audio(checked)
     if not redactor:
         return checked, None
     counts: dict[str, int] = {}

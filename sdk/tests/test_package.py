@@ -302,7 +302,9 @@ def test_tags_name_the_deployment_and_the_eval_run_in_the_ingest_url_and_a_bad_o
     )
     query = parse_qs(urlsplit(client.url).query)
     assert (query["deployment"], query["eval_run"], query["eval_scenario"]) == (["v42"], ["ci 41"], ["suite/refund"])
-    assert "deployment" not in parse_qs(urlsplit(DashboardClient("ws://x", "t", "s1", tags={"deployment": ""}).url).query)
+    assert "deployment" not in parse_qs(
+        urlsplit(DashboardClient("ws://x", "t", "s1", tags={"deployment": ""}).url).query
+    )
     for bad in ({"deployment": "v2\n"}, {"eval_run": "x" * 101}, {"colour": "red"}, {"eval_scenario": " a"}):
         with pytest.raises(ValueError, match="tag"):
             DashboardClient("ws://x", "t", "s1", tags=bad)

@@ -42,7 +42,7 @@ def record(scenario="refund/refund", attempt=1, passed=True, kind=None, turn_ms=
         "bot": "bot.py",
         "name": scenario,
         "scenario": scenario,
-        "kind": "scenario",
+        "kind": "script",
         "attempt": attempt,
         "passed": passed,
         "skipped": None,
@@ -115,7 +115,7 @@ def test_every_failure_kind_pipecat_names_is_taken(org, agent_call):
         (b"{not json}\n", "line 1: not JSON"),
         (jsonl([record(), {**record(), "passed": "yes"}]), "line 2: 'passed' must be true or false"),
         (jsonl([{**record(), "attempt": 0}]), "'attempt' must be a whole number, at least 1"),
-        (jsonl([{**record(), "kind": "vibes"}]), "'kind' must be one of scenario, simulation"),
+        (jsonl([{**record(), "kind": "vibes"}]), "'kind' must be one of script, simulation"),
         (jsonl([{**record(), "scenario": "", "name": ""}]), "'scenario' must name the scenario"),
         (jsonl([record(passed=False, kind="<script>")]), "failure's 'kind'"),
         (jsonl([{**record(), "turns": [{"turn_index": 0, "status": "meh"}]}]), "status"),
@@ -167,18 +167,18 @@ def test_results_link_to_the_calls_their_bots_named_attempt_by_attempt(org, agen
             started_at=agent_call.started_at.replace(second=started),
         )
     make_session(org, "other-run", agent_key="support", eval_run="ci-40", eval_scenario="refund")
-    records = [record("suite/refund", 2), record("suite/refund", 1), record("suite/late", 1), record("suite/gone", 1)]
+    records = [record("refund/text", 2), record("refund/text", 1), record("late/text", 1), record("gone/text", 1)]
     body = upload(key_client(org), jsonl(records), run="ci-41").json()
     assert body["linked"] == 3
-    assert body["unlinked"] == ["suite/gone: 1 attempts, 0 calls of run 'ci-41' naming it"]
+    assert body["unlinked"] == ["gone/text: 1 attempts, 0 calls of run 'ci-41' naming it"]
     linked = {(r.scenario, r.attempt): r.session.session_id for r in EvalResult.objects.exclude(session=None)}
     # Attempt 1 is the scenario's call that started first.
-    assert linked == {("suite/refund", 1): "eval-1", ("suite/refund", 2): "eval-0", ("suite/late", 1): "eval-2"}
+    assert linked == {("refund/text", 1): "eval-1", ("refund/text", 2): "eval-0", ("late/text", 1): "eval-2"}
 
 
 def test_calls_that_do_not_number_the_attempts_are_left_unlinked_not_guessed(org, agent_call):
     make_session(org, "eval-a", agent_key="support", status="ended", eval_run="r1", eval_scenario="refund")
-    body = upload(key_client(org), jsonl([record("s/refund", 1), record("s/refund", 2)]), run="r1").json()
+    body = upload(key_client(org), jsonl([record("refund/text", 1), record("refund/text", 2)]), run="r1").json()
     assert body["linked"] == 0 and "2 attempts, 1 calls" in body["unlinked"][0]
 
 
@@ -317,3 +317,18 @@ def test_an_eval_runs_calls_are_not_the_fleets_figures_alerts_or_metrics(org, se
     Session.objects.filter(pk=made.pk).update(eval_run="")
     seen = fleet(org, now)
     assert seen["last_hour"] == 1 and seen["errors"] == 1 and seen["alert_fired"] == 1 and seen["metrics_lines"] > 0
+
+
+def test_a_record_that_names_its_call_is_linked_to_it_exactly_whatever_the_order(org, agent_call):
+    from rtvi_dashboard.evals import eval_session_id, with_sessions
+
+    logs = [f"/tmp/runs/logs/bot.py__refund__refund__text__00{n}.log" for n in (1, 2)]
+    for log in reversed(logs):  # started in the other order: the names, not the order, say which is which
+        make_session(org, eval_session_id(log), agent_key="support", status="ended", eval_run="ci-9")
+    records = [record("refund/text", n, artifacts={"log": log}) for n, log in enumerate(logs, 1)]
+    body = upload(key_client(org), with_sessions(jsonl(records)), run="ci-9").json()
+    assert body["linked"] == 2 and body["unlinked"] == []
+    for result in EvalResult.objects.all():
+        assert result.session.session_id == eval_session_id(logs[result.attempt - 1])
+    wrong = jsonl([{**record(), "rtvi_dashboard_session": "../../etc"}])
+    assert "must be a session id" in upload(key_client(org), wrong).json()["error"]

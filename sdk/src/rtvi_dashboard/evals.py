@@ -6,7 +6,8 @@
     rtvi-dashboard-eval gate --agent support --candidate v42            # against the active deployment
 
 `upload` sends the run's results.jsonl to the dashboard (POST /api/evals/runs/, a private API key with
-"write"); `gate` asks whether the candidate is worse than the baseline (GET /api/evals/<agent>/gate/, "read")
+"write"), each record naming the call its attempt made (`eval_session_id`: run it where `pipecat eval`
+ran); `gate` asks whether the candidate is worse than the baseline (GET /api/evals/<agent>/gate/, "read")
 and exits 1 when it is, 2 when the dashboard cannot tell yet (no runs of one side; `--allow-insufficient`
 makes that 0), 0 when it is not worse, 3 when the dashboard could not be asked. The dashboard's address is
 `--url`, else RTVI_DASHBOARD_API_URL, else RTVI_DASHBOARD_URL's (ws:// read as http://, wss:// as
@@ -19,10 +20,47 @@ import os
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from urllib.parse import quote, urlencode
 
 PASS, WORSE, INSUFFICIENT, UNREACHABLE = 0, 1, 2, 3
 TIMEOUT = 60.0
+SESSION_FIELD = "rtvi_dashboard_session"  # what `upload` adds to each record: the call its attempt made
+
+
+def eval_session_id(log_path: str) -> str:
+    """The dashboard session id of the run whose log is `log_path` (a results.jsonl record's `artifacts.log`).
+
+    `pipecat eval suite` (Pipecat 1.14, pipecat/evals/suite.py `_spawn_bot`) starts one bot process per run
+    and attempt, its output going to that run's own log file, whose path the run's record names: the bot
+    and `upload` both derive the call's id from it, so each result opens exactly the call it made."""
+    return "eval-" + uuid.uuid5(uuid.NAMESPACE_URL, "file://" + os.path.realpath(log_path)).hex
+
+
+def own_eval_session_id() -> str | None:
+    """This bot's session id under `pipecat eval suite`: from its output's file, when that is a run's log
+    (Linux's /proc; a bot run otherwise, or elsewhere, has none and keeps its own id)."""
+    try:
+        out = os.readlink("/proc/self/fd/1")
+    except OSError:
+        return None
+    return eval_session_id(out) if out.endswith(".log") and os.path.isfile(out) else None
+
+
+def with_sessions(data: bytes) -> bytes:
+    """The results.jsonl with each record's call named (SESSION_FIELD), from its log's path as written."""
+    lines = []
+    for line in data.decode("utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            lines.append(line)  # the dashboard says which line is wrong
+            continue
+        log = (record.get("artifacts") or {}).get("log") if isinstance(record, dict) else None
+        if isinstance(log, str) and log:
+            record[SESSION_FIELD] = eval_session_id(log)
+        lines.append(json.dumps(record))
+    return ("\n".join(lines) + "\n").encode()
 
 
 def base_url(given: str | None) -> str:
@@ -33,7 +71,9 @@ def base_url(given: str | None) -> str:
     elif url.startswith("wss://"):
         url = "https://" + url[6:]
     if not url.startswith(("http://", "https://")):
-        raise SystemExit(f"rtvi-dashboard-eval: give the dashboard's address (--url or RTVI_DASHBOARD_API_URL), not {url!r}")
+        raise SystemExit(
+            f"rtvi-dashboard-eval: give the dashboard's address (--url or RTVI_DASHBOARD_API_URL), not {url!r}"
+        )
     return url
 
 
@@ -56,7 +96,7 @@ def _call(method: str, url: str, key: str, body: bytes | None = None) -> tuple[i
 
 def upload(args) -> int:
     with open(args.results, "rb") as f:
-        data = f.read()
+        data = with_sessions(f.read())
     query = {"agent": args.agent, "deployment": args.deployment}
     if args.run:
         query["run"] = args.run

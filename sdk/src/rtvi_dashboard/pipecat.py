@@ -56,6 +56,7 @@ from pipecat.processors.frameworks.rtvi import RTVIProcessor
 from pipecat.transports.base_output import BaseOutputTransport
 from rtvi_dashboard.audio import DashboardAudioRecorder, record_audio_from_env
 from rtvi_dashboard.client import ControlRefused, DashboardClient
+from rtvi_dashboard.evals import own_eval_session_id
 from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
 from rtvi_dashboard.wire import MAX_CONTROL_TEXT, TAG_PARAMS
 
@@ -88,14 +89,21 @@ def client_from_env(
     agent's active one: a candidate under test), RTVI_DASHBOARD_EVAL_RUN and
     RTVI_DASHBOARD_EVAL_SCENARIO (set for a `pipecat eval` run, so that the
     results uploaded with `rtvi-dashboard-eval upload --run` open these calls).
+    With an eval run named, a bot that `pipecat eval suite` started takes its
+    run's session id (rtvi_dashboard.evals.own_eval_session_id), whatever
+    `session_id` says: each result then opens exactly its call.
     """
     from_env = {name: os.environ.get(f"RTVI_DASHBOARD_{name.upper()}", "") for name in TAG_PARAMS}
+    tags = {**from_env, **(tags or {})}
+    if tags.get("eval_run"):
+        # Under `pipecat eval suite`, the call's id is its run's (rtvi_dashboard.evals): the results link to it.
+        session_id = own_eval_session_id() or session_id
     return DashboardClient(
         dashboard_url or os.environ.get("RTVI_DASHBOARD_URL", "ws://127.0.0.1:8000"),
         token or os.environ.get("RTVI_DASHBOARD_TOKEN", ""),
         session_id or os.environ.get("RTVI_DASHBOARD_SESSION_ID") or uuid.uuid4().hex,
         agent_id or os.environ.get("RTVI_DASHBOARD_AGENT_ID") or None,
-        tags={**from_env, **(tags or {})},
+        tags=tags,
     )
 
 
@@ -265,6 +273,23 @@ def _take_control(rtvi: RTVIProcessor, client: DashboardClient, control: bool | 
     return handler
 
 
+AUDIO_MESSAGE_TYPES = ("raw-audio", "raw-audio-batch")
+
+
+def _as_forwarded(message) -> dict:
+    """A client's message as the dashboard is sent it: whole, but for a client's sound (raw-audio, as Pipecat's
+    eval harness speaks), sent as its type and sizes only. The dashboard stores no sound from messages either;
+    a call's audio goes only to its recording, when both sides opt in (DashboardAudioRecorder)."""
+    dumped = message.model_dump(exclude_none=True)
+    if dumped.get("type") in AUDIO_MESSAGE_TYPES and isinstance(dumped.get("data"), dict):
+        data = dumped["data"]
+        dumped["data"] = {
+            k: (v if isinstance(v, int | float | bool) else len(v) if isinstance(v, str | list) else None)
+            for k, v in data.items()
+        }
+    return dumped
+
+
 class DashboardRTVIProcessor(RTVIProcessor):
     """An RTVIProcessor that also streams every RTVI message to the dashboard (and, if asked, the bot's logs)."""
 
@@ -314,7 +339,7 @@ class DashboardRTVIProcessor(RTVIProcessor):
         await super().push_transport_message(model, exclude_none)
 
     async def _handle_message(self, message, user_id: str | None = None):
-        self.dashboard.send(message.model_dump(exclude_none=True), "from-client")
+        self.dashboard.send(_as_forwarded(message), "from-client")
         await super()._handle_message(message, user_id)
         if self.control is not None:
             self.control.handled(message)
@@ -360,7 +385,7 @@ def attach(
     controller = _take_control(rtvi, client, control)
 
     async def handle_message(message, user_id: str | None = None):
-        client.send(message.model_dump(exclude_none=True), "from-client")
+        client.send(_as_forwarded(message), "from-client")
         await handle(message, user_id)
         if controller is not None:
             controller.handled(message)
