@@ -28,7 +28,9 @@ replaced by local, deterministic ones:
 
 The dashboard: with RTVI_DASHBOARD_URL and RTVI_DASHBOARD_TOKEN in the environment the worker's RTVI
 processor is the SDK's DashboardRTVIProcessor, so every RTVI message both ways is streamed to the
-dashboard under a session id (see `dashboard_session_id`). The bot prints one line,
+dashboard under a session id (see `dashboard_session_id`: under `pipecat eval suite`, one derived from
+the path of the bot's own log, which the run's results.jsonl record names as `artifacts.log`, so
+`session_for_log(record["artifacts"]["log"])` is the record's session). The bot also prints one line,
 `E2E-LINK {json}`, with that session id, the runner's session id, the runner body and the path of
 its own log (the file `pipecat eval suite` gave it as stdout, which results.jsonl names as
 `artifacts.log`), so each results record can be joined to its dashboard session.
@@ -132,7 +134,9 @@ class ScriptedLLM(LLMService):
 
     def __init__(self, *, delay_ms: int = 0, wrong: bool = False, **kwargs):
         unset = dict.fromkeys(f.name for f in dataclasses.fields(LLMSettings) if f.name not in ("extra",))
-        super().__init__(settings=LLMSettings(**{**unset, "model": "scripted-1", "filter_incomplete_user_turns": False}), **kwargs)
+        super().__init__(
+            settings=LLMSettings(**{**unset, "model": "scripted-1", "filter_incomplete_user_turns": False}), **kwargs
+        )
         self.delay_ms = delay_ms
         self.wrong = wrong
 
@@ -217,7 +221,7 @@ class EspeakTTS(TTSService):
             return
         await self.start_tts_usage_metrics(text)
         wav = await asyncio.to_thread(
-            lambda: subprocess.run(
+            lambda: subprocess.run(  # noqa: ASYNC221 (in a thread)
                 [ESPEAK, "-v", self._voice, "-s", "170", "--stdout", text], capture_output=True, check=True
             ).stdout
         )
@@ -274,11 +278,20 @@ def own_log_path() -> str | None:
     return target if target.startswith("/") and target.endswith(".log") else None
 
 
-def dashboard_session_id(runner_args: RunnerArguments) -> str:
-    """The dashboard session this connection streams to: RTVI_DASHBOARD_SESSION_ID when set, else the body's
-    `dashboard_session_id`, else the runner's session id (a new UUID per connection)."""
+def session_for_log(log: str) -> str:
+    """The dashboard session id of the eval run whose bot log is `log` (results.jsonl's `artifacts.log`): the same
+    from the bot's side (its stdout) and from the record's, so a record names its session without any lookup."""
+    return "eval-" + uuid.uuid5(uuid.NAMESPACE_URL, "file://" + os.path.realpath(log)).hex
+
+
+def dashboard_session_id(runner_args: RunnerArguments, log: str | None) -> str:
+    """The dashboard session this connection streams to: under `pipecat eval suite` (a log of its own), the
+    one its results record names (session_for_log); else the body's `dashboard_session_id`; else the runner's
+    session id (a new UUID per connection), as the SDK's README has a bot pass it."""
+    if log:
+        return session_for_log(log)
     body = runner_args.body if isinstance(runner_args.body, dict) else {}
-    return os.environ.get("RTVI_DASHBOARD_SESSION_ID") or body.get("dashboard_session_id") or runner_args.session_id
+    return body.get("dashboard_session_id") or runner_args.session_id
 
 
 def user_lines(runner_args: RunnerArguments) -> list[str]:
@@ -306,13 +319,14 @@ async def bot(runner_args: RunnerArguments):
         runner_args,
         {"eval": lambda: EvalTransportParams(audio_in_enabled=True, audio_out_enabled=True)},
     )
-    session_id = dashboard_session_id(runner_args)
+    log = own_log_path()
+    session_id = dashboard_session_id(runner_args, log)
     rtvi = rtvi_processor(session_id)
     link = {
         "dashboard_session_id": session_id if rtvi is not None else None,
         "runner_session_id": runner_args.session_id,
         "body": runner_args.body,
-        "log": own_log_path(),
+        "log": log,
         "pid": os.getpid(),
         "delay_ms": delay_ms,
         "wrong": wrong,
@@ -341,9 +355,7 @@ async def bot(runner_args: RunnerArguments):
             user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.3)]),
         ),
     )
-    pipeline = Pipeline(
-        [transport.input(), stt, user_aggregator, llm, tts, transport.output(), assistant_aggregator]
-    )
+    pipeline = Pipeline([transport.input(), stt, user_aggregator, llm, tts, transport.output(), assistant_aggregator])
     extra = {"rtvi_processor": rtvi} if rtvi is not None else {}
     worker = PipelineWorker(pipeline, params=PipelineParams(enable_metrics=True), **extra)
 

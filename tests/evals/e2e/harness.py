@@ -85,8 +85,16 @@ def cli_argv() -> list[str]:
 # --- scenario folders ---------------------------------------------------------------------------------------
 
 
-def turn(number: int, user: str, *, calls=None, within_ms: int | None = None, contains: str = "", excludes: str = "",
-         latency_ms: float | None = None) -> dict:
+def turn(
+    number: int,
+    user: str,
+    *,
+    calls=None,
+    within_ms: int | None = None,
+    contains: str = "",
+    excludes: str = "",
+    latency_ms: float | None = None,
+) -> dict:
     """A turn as rtvi_monitor.evals.scenario.draft makes it (and the draft page edits it)."""
     from rtvi_monitor.evals.scenario import default_wait
 
@@ -240,6 +248,13 @@ class SuiteRun:
                 return json.loads(line[len("E2E-LINK ") :])
         return None
 
+    @staticmethod
+    def dashboard_session(record: dict) -> str:
+        """The dashboard session the bot of `record` streamed to (when the run had RTVI_DASHBOARD_URL and _TOKEN)."""
+        from tests.evals.e2e.bot import session_for_log
+
+        return session_for_log(record["artifacts"]["log"])
+
     def by_scenario(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
         for record in self.records:
@@ -252,7 +267,9 @@ class SuiteRun:
         if logs.is_dir():
             for path in sorted(logs.glob("*.log")):
                 tails.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-25:]))
-        return f"$ {' '.join(self.argv)}\n(exit {self.returncode}, {self.seconds:.1f}s)\n{self.output}\n" + "\n".join(tails)
+        return f"$ {' '.join(self.argv)}\n(exit {self.returncode}, {self.seconds:.1f}s)\n{self.output}\n" + "\n".join(
+            tails
+        )
 
 
 def run_suite(
@@ -274,7 +291,12 @@ def run_suite(
     folder = Path(folder).resolve()
     runs_dir = Path(runs_dir).resolve()
     manifest = write_manifest(
-        folder, runs_dir, repeat=repeat, concurrency=concurrency, label=label, runs=_count_runs(folder, modality, repeat)
+        folder,
+        runs_dir,
+        repeat=repeat,
+        concurrency=concurrency,
+        label=label,
+        runs=_count_runs(folder, modality, repeat),
     )
     argv = [*cli_argv(), "eval", "suite", str(manifest), "--runs-dir", str(runs_dir), "--name", name]
     if modality:
@@ -286,7 +308,12 @@ def run_suite(
     started = time.monotonic()
     # The run's folder is the working directory: the CLI loads the nearest .env from there (none), not the checkout's.
     proc = subprocess.Popen(
-        argv, cwd=runs_dir, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        argv,
+        cwd=runs_dir,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -298,7 +325,9 @@ def run_suite(
         output += f"\n(timed out after {timeout_s}s)"
     run_dir = runs_dir / name
     results = run_dir / "results.jsonl"
-    records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.exists() else []
+    records = (
+        [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.exists() else []
+    )
     return SuiteRun(argv, proc.returncode, output, run_dir, time.monotonic() - started, records)
 
 
