@@ -208,7 +208,9 @@ async def test_the_bots_tts_speaks_with_espeak():
         Pipeline([EspeakTTS(), Ear()]), params=PipelineParams(audio_out_sample_rate=24000), cancel_on_idle_timeout=False
     )
     await worker.queue_frames([TTSSpeakFrame("Your order has shipped."), EndFrame()])
-    await WorkerRunner(handle_sigint=False).run(worker)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await runner.run()
     assert heard and {f.sample_rate for f in heard} == {24000}
     seconds = sum(len(f.audio) for f in heard) / 2 / 24000
     assert 0.8 < seconds < 5, seconds
