@@ -28,9 +28,9 @@ replaced by local, deterministic ones:
 
 The dashboard: with RTVI_DASHBOARD_URL and RTVI_DASHBOARD_TOKEN in the environment the worker's RTVI
 processor is the SDK's DashboardRTVIProcessor, so every RTVI message both ways is streamed to the
-dashboard under a session id (see `dashboard_session_id`: under `pipecat eval suite`, one derived from
+dashboard under a session id (the SDK's: under `pipecat eval suite` with RTVI_DASHBOARD_EVAL_RUN, one derived from
 the path of the bot's own log, which the run's results.jsonl record names as `artifacts.log`, so
-`session_for_log(record["artifacts"]["log"])` is the record's session). The bot also prints one line,
+`rtvi_dashboard.evals.eval_session_id(record["artifacts"]["log"])` is the record's session). The bot also prints one line,
 `E2E-LINK {json}`, with that session id, the runner's session id, the runner body and the path of
 its own log (the file `pipecat eval suite` gave it as stdout, which results.jsonl names as
 `artifacts.log`), so each results record can be joined to its dashboard session.
@@ -270,28 +270,13 @@ class ScriptedSTT(SegmentedSTTService):
 
 
 def own_log_path() -> str | None:
-    """Where this process's stdout goes: `pipecat eval suite` hands each bot `<logs>/<prefix>.log`."""
+    """Where this process's stdout goes: `pipecat eval suite` hands each bot `<logs>/<prefix>.log` (printed in the
+    E2E-LINK line, for the tests)."""
     try:
         target = os.readlink("/proc/self/fd/1")
     except OSError:
         return None
     return target if target.startswith("/") and target.endswith(".log") else None
-
-
-def session_for_log(log: str) -> str:
-    """The dashboard session id of the eval run whose bot log is `log` (results.jsonl's `artifacts.log`): the same
-    from the bot's side (its stdout) and from the record's, so a record names its session without any lookup."""
-    return "eval-" + uuid.uuid5(uuid.NAMESPACE_URL, "file://" + os.path.realpath(log)).hex
-
-
-def dashboard_session_id(runner_args: RunnerArguments, log: str | None) -> str:
-    """The dashboard session this connection streams to: under `pipecat eval suite` (a log of its own), the
-    one its results record names (session_for_log); else the body's `dashboard_session_id`; else the runner's
-    session id (a new UUID per connection), as the SDK's README has a bot pass it."""
-    if log:
-        return session_for_log(log)
-    body = runner_args.body if isinstance(runner_args.body, dict) else {}
-    return body.get("dashboard_session_id") or runner_args.session_id
 
 
 def user_lines(runner_args: RunnerArguments) -> list[str]:
@@ -303,13 +288,15 @@ def user_lines(runner_args: RunnerArguments) -> list[str]:
     return list(DEFAULT_USER_LINES)
 
 
-def rtvi_processor(session_id: str):
-    """The SDK's dashboard processor when the environment names a dashboard, else None (Pipecat's own)."""
+def rtvi_processor(runner_args: RunnerArguments):
+    """The SDK's dashboard processor when the environment names a dashboard, else None (Pipecat's own). The bot
+    passes the runner's session id, as the SDK's README has every bot do; under an eval run
+    (RTVI_DASHBOARD_EVAL_RUN) the SDK itself takes the run's id instead (rtvi_dashboard.evals)."""
     if not (os.environ.get("RTVI_DASHBOARD_URL") and os.environ.get("RTVI_DASHBOARD_TOKEN")):
         return None
     from rtvi_dashboard.pipecat import DashboardRTVIProcessor
 
-    return DashboardRTVIProcessor(session_id=session_id)
+    return DashboardRTVIProcessor(session_id=runner_args.session_id)
 
 
 async def bot(runner_args: RunnerArguments):
@@ -320,10 +307,9 @@ async def bot(runner_args: RunnerArguments):
         {"eval": lambda: EvalTransportParams(audio_in_enabled=True, audio_out_enabled=True)},
     )
     log = own_log_path()
-    session_id = dashboard_session_id(runner_args, log)
-    rtvi = rtvi_processor(session_id)
+    rtvi = rtvi_processor(runner_args)
     link = {
-        "dashboard_session_id": session_id if rtvi is not None else None,
+        "dashboard_session_id": rtvi.dashboard.session_id if rtvi is not None else None,
         "runner_session_id": runner_args.session_id,
         "body": runner_args.body,
         "log": log,

@@ -43,7 +43,15 @@ from pathlib import Path
 import yaml
 
 BOT = Path(__file__).resolve().parent / "bot.py"
-DASHBOARD_ENV = ("RTVI_DASHBOARD_URL", "RTVI_DASHBOARD_TOKEN", "RTVI_DASHBOARD_AGENT_ID", "RTVI_DASHBOARD_SESSION_ID")
+DASHBOARD_ENV = (
+    "RTVI_DASHBOARD_URL",
+    "RTVI_DASHBOARD_TOKEN",
+    "RTVI_DASHBOARD_AGENT_ID",
+    "RTVI_DASHBOARD_SESSION_ID",
+    "RTVI_DASHBOARD_EVAL_RUN",
+    "RTVI_DASHBOARD_EVAL_SCENARIO",
+    "RTVI_DASHBOARD_DEPLOYMENT",
+)
 CLI_MODULES = ("typer", "rich", "fastapi", "uvicorn")
 RUN_CLI = "import sys; from pipecat.cli.main import run; sys.argv[0] = 'pipecat'; sys.exit(run())"
 
@@ -251,9 +259,9 @@ class SuiteRun:
     @staticmethod
     def dashboard_session(record: dict) -> str:
         """The dashboard session the bot of `record` streamed to (when the run had RTVI_DASHBOARD_URL and _TOKEN)."""
-        from tests.evals.e2e.bot import session_for_log
+        from rtvi_dashboard.evals import eval_session_id
 
-        return session_for_log(record["artifacts"]["log"])
+        return eval_session_id(record["artifacts"]["log"])
 
     def by_scenario(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

@@ -150,7 +150,7 @@ def test_each_record_links_to_the_dashboard_session_its_bot_streamed(tmp_path):
             folder,
             tmp_path / "runs",
             name="streamed",
-            env={"RTVI_DASHBOARD_URL": server.ws_url, "RTVI_DASHBOARD_TOKEN": token},
+            env={"RTVI_DASHBOARD_URL": server.ws_url, "RTVI_DASHBOARD_TOKEN": token, "RTVI_DASHBOARD_EVAL_RUN": "e2e"},
         )
         assert run.returncode == 0 and len(run.records) == 2, explain(run)
         with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}) as api:
