@@ -30,8 +30,8 @@ The dashboard: with RTVI_DASHBOARD_URL and RTVI_DASHBOARD_TOKEN in the environme
 processor is the SDK's DashboardRTVIProcessor, so every RTVI message both ways is streamed to the
 dashboard under a session id (the SDK's: under `pipecat eval suite` with RTVI_DASHBOARD_EVAL_RUN, one derived from
 the path of the bot's own log, which the run's results.jsonl record names as `artifacts.log`, so
-`rtvi_dashboard.evals.eval_session_id(record["artifacts"]["log"])` is the record's session). The bot also prints one line,
-`E2E-LINK {json}`, with that session id, the runner's session id, the runner body and the path of
+`rtvi_dashboard.evals.eval_session_id(record["artifacts"]["log"])` is the record's session). The bot also
+prints one line, `E2E-LINK {json}`, with that session id, the runner's session id, the runner body and the path of
 its own log (the file `pipecat eval suite` gave it as stdout, which results.jsonl names as
 `artifacts.log`), so each results record can be joined to its dashboard session.
 """
