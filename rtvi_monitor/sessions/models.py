@@ -298,6 +298,8 @@ def session_row(session: Session) -> dict:
         "agent_id": session.agent_key or None,
         "agent_name": (session.agent.name if session.agent_id and session.agent else session.agent_name) or None,
         "deployment_id": session.deployment_id or None,
+        # A call an eval run made (`pipecat eval`, tagged by its bot), not a caller's: None for a caller's.
+        "eval_run": session.eval_run or None,
         "status": session.status,
         "bot": session.bot_state,
         "away_since": session.bot_left_at.isoformat() if session.bot_left_at and session.bot_state else None,
