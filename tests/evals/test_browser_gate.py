@@ -47,7 +47,7 @@ def server():
         secret = next(line.split("=", 1)[1] for line in out.splitlines() if line.startswith("SECRET="))
         uploads = (("v1", 10, "ci-good-1", 900), ("v2-good", 10, "ci-good-2", 950), ("v2-bad", 3, "ci-bad", 2600))
         for deployment, passes, label, turn_ms in uploads:
-            body = jsonl(record("suite/late-order", n, passed=n <= passes, turn_ms=turn_ms + n) for n in range(1, 11))
+            body = jsonl(record("late-order/text", n, passed=n <= passes, turn_ms=turn_ms + n) for n in range(1, 11))
             answer = httpx.post(
                 f"{running.url}/api/evals/runs/",
                 params={"agent": "support", "deployment": deployment, "run": label},
@@ -74,11 +74,11 @@ def test_an_operator_sees_the_bad_candidate_blocked_and_opens_the_call_that_fail
     page.goto(f"{server.url}/evals/support/gate/?candidate=v2-bad&baseline=v1")
     verdict = page.get_by_test_id("gate-verdict")
     assert verdict.get_attribute("data-verdict") == "worse"
-    assert "suite/late-order passes 3 of 10 runs on v2-bad, 10 of 10 on v1" in verdict.text_content()
+    assert "late-order/text passes 3 of 10 runs on v2-bad, 10 of 10 on v1" in verdict.text_content()
     assert "Scenario turn" in page.get_by_test_id("gate-waits").text_content()
     assert overflow(page, width)["scrollWidth"] <= width, overflow(page, width)
     page.screenshot(path=str(SCREENSHOTS / f"eval-gate-{width}.png"), full_page=True)
-    failed = page.get_by_test_id("gate-results").locator("tr", has_text="failed").first
+    failed = page.get_by_test_id("gate-results").locator("tbody tr", has_text="text_mismatch").first
     failed.get_by_role("link").click()
     page.wait_for_url("**/sessions/eval-bad-*/")
     # The good candidate, chosen in the form: not worse.
