@@ -47,6 +47,7 @@ class Admission:
     def __init__(self, ranged_acks: bool = False):
         self.ranged_acks = ranged_acks
         self.token_pk: int | None = None
+        self.owed: int | None = None  # the first seq refused as busy, until the bot resends from it
         self.max_frame = settings.INGEST_MAX_FRAME_BYTES
         self.max_pending = settings.INGEST_MAX_PENDING
         self.messages = TokenBucket(settings.INGEST_RATE_LIMIT, settings.INGEST_RATE_BURST_SECONDS)
@@ -102,10 +103,19 @@ class Admission:
 
     def busy(self, frames: list, backlog: int) -> dict | None:
         """With storage behind (the database down?), the reply that refuses the frame: the bot keeps these
-        messages unacknowledged and resends them."""
-        if backlog <= self.max_pending:
-            return None
+        messages unacknowledged and resends them.
+
+        Once a frame is refused, the frames after it are refused too until the bot resends from the first
+        seq refused (`owed`): a bot goes on sending while it waits to resend, and taking those as room came
+        back would store its stream out of order (a transcript's tokens shuffled)."""
         seqs = [f.get("seq") for f in frames if isinstance(f, dict) and isinstance(f.get("seq"), int)]
+        waiting = self.owed is not None and bool(seqs) and min(seqs) > self.owed
+        if backlog <= self.max_pending and not waiting:
+            if seqs and self.owed is not None:
+                self.owed = None  # the resend from the gap: the stream goes on in order
+            return None
+        if seqs:
+            self.owed = min(seqs) if self.owed is None else min(self.owed, min(seqs))
         return {"error": BUSY, "seq": None, "retry": True, "seqs": seqs}
 
     def over_rate(self, size: int, messages: int) -> str:

@@ -198,3 +198,19 @@ async def test_messages_that_can_never_be_stored_are_dropped_with_a_reason_and_t
         == [line["error"] for line in lines if "nested deeper than 32 levels" in (line.get("error") or "")]
         != []
     )
+
+
+def test_after_a_refusal_the_stream_is_taken_again_only_from_the_first_seq_refused(settings):
+    """A bot goes on sending while it waits to resend what was refused: those frames wait too, so that room coming
+    back never stores a later seq before an earlier one (the store's order is the transcript's)."""
+    from rtvi_monitor.live.admission import Admission
+
+    settings.INGEST_MAX_PENDING = 10
+    admission = Admission()
+    frames = lambda first, last: [{"seq": seq, "message": {}} for seq in range(first, last + 1)]  # noqa: E731
+    assert admission.busy(frames(1, 5), backlog=0) is None
+    assert admission.busy(frames(6, 10), backlog=50)["seqs"] == list(range(6, 11))  # storage behind: refused
+    assert admission.busy(frames(11, 15), backlog=0)["retry"]  # room again, but 6..10 are owed first
+    assert admission.busy(frames(6, 15), backlog=0) is None  # the resend from the gap: taken, in order
+    assert admission.busy(frames(16, 20), backlog=0) is None
+    assert admission.busy([{"message": {}}], backlog=0) is None  # bare messages have no order to keep
