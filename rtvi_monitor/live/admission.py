@@ -108,6 +108,8 @@ class Admission:
         Once a frame is refused, the frames after it are refused too until the bot resends from the first
         seq refused (`owed`): a bot goes on sending while it waits to resend, and taking those as room came
         back would store its stream out of order (a transcript's tokens shuffled)."""
+        if backlog <= self.max_pending and self.owed is None:
+            return None  # the usual case, with nothing to look at
         seqs = [f.get("seq") for f in frames if isinstance(f, dict) and isinstance(f.get("seq"), int)]
         waiting = self.owed is not None and bool(seqs) and min(seqs) > self.owed
         if backlog <= self.max_pending and not waiting:
