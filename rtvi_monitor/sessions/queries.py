@@ -11,7 +11,9 @@ from django.db.models.functions import Cast, Floor
 from django.http import Http404
 
 from dashboard.web.http import BadParam, Query
+from rtvi_monitor.core import compare
 from rtvi_monitor.core import diagnosis as turns
+from rtvi_monitor.core import figure_names
 from rtvi_monitor.sessions import events
 from rtvi_monitor.sessions.models import FAILED_ENDS, HAS_ERRORS, EndKind, Session
 from rtvi_monitor.sessions.traces import session_traces
@@ -191,6 +193,50 @@ def stage_values(session_pk: int, session_id: str, organization_id, event_count:
     return _session_summary(session_pk, session_id, organization_id, True, key, traced)["values"]
 
 
+COMPARED = (*turns.STAGE_NAMES, "latency")
+COMPARED_PERCENTILES = (50, 95)
+LABELS = {stage: label for stage, _, _, label in turns.STAGES} | {"latency": figure_names.TURN_LATENCY.name}
+
+
+def _pair(figures: dict, active: str | None) -> tuple[str, str] | None:
+    """The deployments to compare: the active one (else the newest) against the one before it, by their calls."""
+    order = [d["deployment_id"] for d in figures["deployments"] if d["deployment_id"]]
+    after = active if active in order else (order[0] if order else None)
+    before = next((d for d in order if d != after), None)
+    return (before, after) if after and before else None
+
+
+def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict | None:
+    """Issue 37's comparison: each stage of the wait and the turn latency, at p50 and p95, of the active
+    deployment against the one before, with an interval from the calls themselves (core/compare.py
+    percentile_change: the bootstrap over calls, every interval of the table widened together so that two
+    deployments that behave the same are called worse or better at most 5 % of the time in all). Worse or
+    better only when the whole interval is. Cached as the figures are."""
+    pair = _pair(figures, active)
+    if pair is None:
+        return None
+    before, after = pair
+    key = f"{scope_key}:change:v1:" + hashlib.sha256(f"{before}\n{after}".encode()).hexdigest()
+    found = cache.get(key)
+    if found is not None:
+        return found
+    calls = figures.get("calls_by_deployment") or {}
+    family = len(COMPARED) * len(COMPARED_PERCENTILES)
+    rows = []
+    for name in COMPARED:
+        a = [values.get(name) or [] for values in calls.get(before, [])]
+        b = [values.get(name) or [] for values in calls.get(after, [])]
+        for q in COMPARED_PERCENTILES:
+            change = compare.percentile_change(a, b, q, family=family, seed=q)
+            verdict = "too few calls" if change is None else (
+                "worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown"
+            )
+            rows.append({"figure": name, "label": LABELS[name], "q": q, "change": change, "verdict": verdict})
+    found = {"before": before, "after": after, "rows": rows, "min_calls": compare.MIN_CALLS, "family": family}
+    cache.set(key, found, settings.TURN_STATS_CACHE_SECONDS)
+    return found
+
+
 def summary_cache_key(session_pk: int, event_count: int) -> str:
     """Where an ended session's turn summary is cached: by its message count (a reopened one is read again) and
     the thresholds it was judged by (rtvi_monitor/privacy/contents.py erases it)."""
@@ -254,12 +300,15 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
             "read": len(rows),
             "overall": turns.aggregate(summaries),
             "deployments": deployments,
+            # Each deployment's calls, each its turns' values per figure: what deployment_change resamples.
+            "calls_by_deployment": {d: [item["values"] for item in items] for d, items in by_deployment.items()},
         }
         cache.set(key, figures, settings.TURN_STATS_CACHE_SECONDS)
     for deployment in figures["deployments"]:
         deployment["active"] = bool(active_deployment_id) and deployment["deployment_id"] == active_deployment_id
     return {
         **figures,
+        "change": deployment_change(key, figures, active_deployment_id),
         "periods": list(TURN_PERIODS),
         "capped": figures["read"] < figures["total"],
         "thresholds": _thresholds(),

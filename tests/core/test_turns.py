@@ -5,6 +5,7 @@ import asyncio
 import json
 import shutil
 import time
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -1110,3 +1111,47 @@ def test_a_viewer_sees_the_agents_turn_figures(viewer_client, org, cloud):
     html = viewer_client.get(f"/agents/{cloud['id']}/").content.decode()
     assert 'data-testid="barge-in-rate">25 % of replies (1)' in html
     assert "other order" not in html  # figures, never words
+
+
+@pytest.mark.django_db
+def test_the_agent_page_compares_the_active_deployment_with_the_one_before_by_intervals(staff_client, org, cloud):
+    """Issue 37, part 3: the active deployment's waits against the previous one's, p50 and p95, with intervals over
+    the calls: a deployment whose every wait doubled is worse on each; the same bot again is no different."""
+    from rtvi_monitor.core.compare import MIN_CALLS
+    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
+
+    pairs = samples.pipecat_conversation_pairs(2)
+    agent_sessions(org, cloud, OLD_DEPLOYMENT_ID, "old", pairs, step=0.05, count=MIN_CALLS, age=timedelta(hours=2))
+    agent_sessions(org, cloud, DEPLOYMENT_ID, "new", pairs, step=0.10, count=MIN_CALLS)
+    change = agent_turn_figures(org, cloud["id"], "24h", _now(), DEPLOYMENT_ID)["change"]
+    assert (change["before"], change["after"]) == (OLD_DEPLOYMENT_ID, DEPLOYMENT_ID)
+    latency = {(r["figure"], r["q"]): r for r in change["rows"]}[("latency", 50)]
+    assert latency["verdict"] == "worse" and latency["change"]["calls"] == [MIN_CALLS, MIN_CALLS]
+    assert latency["change"]["b"] == pytest.approx(2 * latency["change"]["a"])
+    page = staff_client.get(f"/agents/{cloud['id']}/").content.decode()
+    assert 'data-figure="latency-p50" data-verdict="worse"' in page
+
+
+@pytest.mark.django_db
+def test_the_same_bot_deployed_again_is_no_different_and_too_few_calls_say_so(org, cloud, settings):
+    from rtvi_monitor.core.compare import MIN_CALLS
+    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
+
+    settings.TURN_STATS_CACHE_SECONDS = 0
+    pairs = samples.pipecat_conversation_pairs(2)
+    agent_sessions(org, cloud, OLD_DEPLOYMENT_ID, "old", pairs, step=0.05, count=MIN_CALLS, age=timedelta(hours=2))
+    agent_sessions(org, cloud, DEPLOYMENT_ID, "new", pairs, step=0.05, count=MIN_CALLS - 1)
+    few = agent_turn_figures(org, cloud["id"], "24h", _now(), DEPLOYMENT_ID)["change"]
+    assert {row["verdict"] for row in few["rows"]} == {"too few calls"}
+    agent_sessions(org, cloud, DEPLOYMENT_ID, "more", pairs, step=0.05, count=1)
+    same = agent_turn_figures(org, cloud["id"], "24h", _now(), DEPLOYMENT_ID)["change"]
+    assert {row["verdict"] for row in same["rows"]} <= {"no difference shown", "too few calls"}
+    assert "no difference shown" in {row["verdict"] for row in same["rows"]}
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
