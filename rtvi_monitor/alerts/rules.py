@@ -22,6 +22,11 @@ Conditions (threshold and window_minutes default as in thresholds.py's DEFAULTS)
   `threshold` in the 24 hours before the window) has had none start within
   the window, and has none live. One alert per agent.
 - agents_api_down: the agents API has been failing for `window_minutes`.
+- deployment_regressed: an agent's active deployment is worse than the one before on a stage of the wait or
+  the turn latency, at p50 or p95, beyond the interval from the calls themselves (the agent page's
+  comparison, rtvi_monitor/sessions/queries.py deployment_change, over the calls of the last 24 hours, or 7
+  days for a window over a day). It judges once both have enough calls (compare.MIN_CALLS); one alert per
+  agent; it resolves when no figure is worse (a rollback, a fix).
 
 Each alert is delivered where its rule says (rtvi_monitor/alerts/notify.py:
 the rule's webhook and e-mail, Slack, PagerDuty, Opsgenie) when it fires, when
@@ -55,6 +60,7 @@ from rtvi_monitor.alerts import notify as alert_channels
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertRule
 from rtvi_monitor.alerts.notify import Target, slack_text
 from rtvi_monitor.alerts.thresholds import settings_of
+from rtvi_monitor.core.compare import MIN_CALLS
 from rtvi_monitor.core.figure_names import BY_CALL
 from rtvi_monitor.core.reducer.turns import percentile
 from rtvi_monitor.live.dbthread import ALERTS_THREAD, in_db_thread, start_once
@@ -62,6 +68,7 @@ from rtvi_monitor.live.models import Lease
 from rtvi_monitor.live.registry import SERVER_ID
 from rtvi_monitor.sessions.error_groups import error_groups
 from rtvi_monitor.sessions.models import HAS_ERRORS, EndKind, Session
+from rtvi_monitor.sessions.queries import agent_turn_figures
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +158,11 @@ def levels_text(rule: AlertRule) -> str:
         return (
             f"fires when an agent with {threshold:g} or more sessions in the 24 h before has none for {window} min; "
             "resolves when it has one"
+        )
+    if rule.condition == C.DEPLOYMENT_REGRESSED:
+        return (
+            f"fires when an agent's active deployment waits longer than the one before beyond the interval, once "
+            f"both have {MIN_CALLS} calls; resolves when no wait is worse"
         )
     return f"fires when the agents API has failed for {window} min; resolves when it answers"
 
@@ -281,6 +293,44 @@ def _uuid(value: str | None) -> uuid.UUID | None:
         return None
 
 
+def _deployment_regressed(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
+    period = "24h" if window <= 24 * 60 else "7d"
+    active = context.get("active_deployments", {}).get(rule.organization_id, {})
+    agents = (
+        [(rule.target_agent, rule.target_agent_name)]
+        if rule.target_agent
+        else _sessions(rule)
+        .exclude(agent_key="")
+        .filter(started_at__gte=now - timedelta(days=1 if period == "24h" else 7))
+        .values_list("agent_key", "agent_name")
+        .distinct()
+    )
+    findings, seen = [], set()
+    for agent_id, name in agents:
+        if agent_id in seen:
+            continue
+        seen.add(agent_id)
+        change = agent_turn_figures(rule.organization, agent_id, period, now, active.get(agent_id))["change"]
+        worse = [row for row in (change or {}).get("rows", ()) if row["verdict"] == "worse"]
+        if not worse:
+            continue
+        first = worse[0]
+        found = first["change"]
+        summary = (
+            f"{name or agent_id}: deployment {change['after']} is worse than {change['before']} on "
+            f"{first['label'].lower()} p{first['q']} ({duration_text(found['a'])} to {duration_text(found['b'])},"
+            f" at least +{found['low']:.0f} ms; {found['calls'][1]} and {found['calls'][0]} calls)"
+            + (f" and {len(worse) - 1} more" if len(worse) > 1 else "")
+        )
+        figures = {
+            "before": change["before"],
+            "after": change["after"],
+            "worse": [{"figure": r["figure"], "q": r["q"], **r["change"]} for r in worse],
+        }
+        findings.append(Finding(agent_id, summary, figures, [], agent_id))
+    return findings
+
+
 EVALUATE = {
     C.FATAL_ERROR: _fatal_error,
     C.ERROR_RATE: _error_rate,
@@ -288,6 +338,7 @@ EVALUATE = {
     C.NO_SESSIONS: _no_sessions,
     C.AGENTS_API_DOWN: _agents_api_down,
     C.ENDED_BADLY: _ended_badly,
+    C.DEPLOYMENT_REGRESSED: _deployment_regressed,
 }
 
 
@@ -682,19 +733,24 @@ async def send_test(target: Target, body: dict) -> tuple[str, list[str]]:
 
 
 def _watched_organizations() -> list[Organization]:
-    """Organizations with an agents_api_down rule: their agents API is asked about every round."""
-    ids = AlertRule.objects.filter(enabled=True, condition=C.AGENTS_API_DOWN).values("organization_id")
+    """Organizations with an agents_api_down or deployment_regressed rule: their agents API is asked about every
+    round (its cached answer: the agents service's)."""
+    watched = (C.AGENTS_API_DOWN, C.DEPLOYMENT_REGRESSED)
+    ids = AlertRule.objects.filter(enabled=True, condition__in=watched).values("organization_id")
     return list(Organization.objects.filter(pk__in=ids))
 
 
 async def failing_context(organizations) -> dict:
-    """For agents_api_down rules: which organizations' agents API is failing, since when and how."""
-    failing = {}
+    """For agents_api_down rules: which organizations' agents API is failing, since when and how; for
+    deployment_regressed, each agent's active deployment as the agents API says (its last good answer)."""
+    failing, active = {}, {}
     for organization in organizations:
         status = await agents_service.failing_since(organization)
         if status is not None:
             failing[organization.pk] = status
-    return {"agents_api": failing}
+        listing = await agents_service.get_agents(organization)
+        active[organization.pk] = {a.id: a.active_deployment_id for a in listing.agents if a.active_deployment_id}
+    return {"agents_api": failing, "active_deployments": active}
 
 
 async def step() -> bool:

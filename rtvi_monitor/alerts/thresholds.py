@@ -23,12 +23,14 @@ DEFAULTS = {  # condition -> (threshold, window_minutes)
     C.NO_SESSIONS: (3.0, 30),
     C.AGENTS_API_DOWN: (None, 5),
     C.ENDED_BADLY: (3.0, 15),
+    C.DEPLOYMENT_REGRESSED: (None, 1440),
 }
 
 # The conditions that take no threshold, and what fires them instead (said where a threshold would be).
 FIRES_WITHOUT = {
     C.FATAL_ERROR: "none: one fatal error fires it",
     C.AGENTS_API_DOWN: "none: failing for the whole window fires it",
+    C.DEPLOYMENT_REGRESSED: "none: a wait worse beyond its interval fires it",
 }
 
 

@@ -11,9 +11,8 @@ from django.db.models.functions import Cast, Floor
 from django.http import Http404
 
 from dashboard.web.http import BadParam, Query
-from rtvi_monitor.core import compare
+from rtvi_monitor.core import compare, figure_names
 from rtvi_monitor.core import diagnosis as turns
-from rtvi_monitor.core import figure_names
 from rtvi_monitor.sessions import events
 from rtvi_monitor.sessions.models import FAILED_ENDS, HAS_ERRORS, EndKind, Session
 from rtvi_monitor.sessions.traces import session_traces
@@ -228,8 +227,10 @@ def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict
         b = [values.get(name) or [] for values in calls.get(after, [])]
         for q in COMPARED_PERCENTILES:
             change = compare.percentile_change(a, b, q, family=family, seed=q)
-            verdict = "too few calls" if change is None else (
-                "worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown"
+            verdict = (
+                "too few calls"
+                if change is None
+                else ("worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown")
             )
             rows.append({"figure": name, "label": LABELS[name], "q": q, "change": change, "verdict": verdict})
     found = {"before": before, "after": after, "rows": rows, "min_calls": compare.MIN_CALLS, "family": family}
