@@ -317,9 +317,13 @@ class Redactor:
             if not value or (not self.custom and _nothing_builtin(value)):
                 return value  # the common case: a token, a name, a flag, a timestamp
             return self.text(value, counts)
+        if kind is float and not value.is_integer():
+            # A number with a fraction is a measurement (a latency of 0.24851226806640625 s, an epoch time), never a
+            # card, a phone number or an id: read as digits, its 17 would be Luhn-valid one time in ten.
+            return value
         if kind is int or kind is float:
             # A whole float as the integer it is (4929812564093167.0 is a card number, not 17 digits)
-            written = str(int(value)) if kind is float and value.is_integer() and abs(value) < 1e20 else str(value)
+            written = str(int(value)) if kind is float and abs(value) < 1e20 else str(value)
             if not self.custom and len(written) < MIN_DIGITS:
                 return value
             redacted = self.text(written, counts)

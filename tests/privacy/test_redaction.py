@@ -388,3 +388,19 @@ async def test_what_is_wrong_with_a_message_never_stores_what_it_quotes(org, ing
     assert "[email]" in rows[1].error
     stored = json.dumps([[row.message, row.error] for row in rows])
     assert "4111 1111 1111 1111" not in stored and "ana@example.com" not in stored
+
+
+@given(st.floats(min_value=0, max_value=99_999, allow_nan=False).filter(lambda v: not v.is_integer()))
+def test_a_measurements_fraction_is_never_read_as_a_card_or_a_phone_number(value):
+    """A latency of 0.24851226806640625 s has 17 digits after its point, Luhn-valid one time in ten: a number with a
+    fraction is a measurement, never a card or a phone number (4111111111111111.0, whole, is still a card)."""
+    counts: dict = {}
+    assert DEFAULT.scalar(value, counts) == value and counts == {}
+
+
+def test_the_floats_a_pipecat_bot_sends_stay_numbers_and_a_card_as_a_whole_float_does_not():
+    times = [0.24851226806640625, 0.30000000000000004, 1750000000.123, 1764321234.5678912]
+    message = {"type": "metrics", "data": {"ttfb": [{"processor": "tts", "value": t} for t in times]}}
+    out = DEFAULT.message(message, {})
+    assert [item["value"] for item in out["data"]["ttfb"]] == times
+    assert DEFAULT.scalar(4111111111111111.0, {}) == "[card]"
