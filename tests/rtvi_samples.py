@@ -103,7 +103,7 @@ VALID = {
     "ui-cancel-job-group": m("ui-cancel-job-group", {"job_id": "j1"}, id="u3"),
     "raw-audio": m("raw-audio", {"base64Audio": "AAAA", "sampleRate": 16000, "numChannels": 1}, id="au1"),
     "raw-audio-batch": m("raw-audio-batch", {"base64AudioBatch": ["AAAA"], "sampleRate": 16000, "numChannels": 1}, id="au2"),
-    "rtvi-dashboard-latency": m("rtvi-dashboard-latency", {"v": 1, "measured_from": "user_silence", "total_secs": 0.5, "user_turn_start_time": 1750000000.0, "user_turn_secs": 0.25, "contributions": [{"key": "endpointing_wait", "label": "endpointing wait", "owner": "config: VAD stop_secs", "owner_kind": "setting", "start_time": 1750000000.0, "duration_secs": 0.2}, {"key": "llm_inference", "label": "LLM inference", "owner": "OpenAILLMService#0", "owner_kind": "service", "start_time": 1750000000.25, "duration_secs": 0.3}]}),
+    "rtvi-dashboard-latency": m("rtvi-dashboard-latency", {"v": 1, "measured_from": "user_silence", "total_secs": 0.5, "user_turn_secs": 0.25, "released_ago_secs": 0.25, "contributions": [{"key": "endpointing_wait", "label": "endpointing wait", "owner": "config: VAD stop_secs", "owner_kind": "setting", "start_secs": 0.0, "duration_secs": 0.2}, {"key": "llm_inference", "label": "LLM inference", "owner": "OpenAILLMService#0", "owner_kind": "service", "start_secs": 0.25, "duration_secs": 0.3}]}),
 }  # fmt: skip
 
 # One invalid example per type that has data fields, with the words its error must contain.

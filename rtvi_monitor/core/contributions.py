@@ -4,7 +4,10 @@ The bot package (sdk/src/rtvi_dashboard/latency.py) sends each LatencyBreakdown
 the observer emits as one `rtvi-dashboard-latency` message (docs/PROTOCOL.md):
 the measured interval (`total_secs`, from the user's actual silence to the
 bot's first audio) and its `contributions`, the named parts that sum to it
-(key, label, owner, owner_kind service|setting|bot|pipeline, duration_secs).
+(key, label, owner, owner_kind service|setting|bot|pipeline, duration_secs,
+start_secs into the interval). Durations only, rounded to the microsecond,
+never epoch times: redaction (core/redaction.py) reads a long run of digits as
+a card or phone number, and a figure it took would no longer be one.
 
 This module is the one home of what such a message is (`check`, the
 validator's rule: bounded lists, strings and numbers; the parts must sum to
@@ -59,9 +62,8 @@ def _check_part(i: int, part: Any) -> str:
             return f"{where}.{name}: expected {need} of at most {limit} characters"
     if not _is_secs(part.get("duration_secs")):
         return f"{where}.duration_secs: expected a number of seconds from 0 to {MAX_SECS:g}"
-    start = part.get("start_time")
-    if start is not None and not (isinstance(start, (int, float)) and not isinstance(start, bool) and math.isfinite(start) and 0 <= start <= 1e15):  # fmt: skip # noqa: E501
-        return f"{where}.start_time: expected epoch seconds"
+    if part.get("start_secs") is not None and not _is_secs(part["start_secs"]):
+        return f"{where}.start_secs: expected a number of seconds from 0 to {MAX_SECS:g}"
     return ""
 
 
@@ -70,7 +72,7 @@ def check(data: dict) -> str:
     total = data.get("total_secs")
     if not _is_secs(total):
         return f"data.total_secs: expected a number of seconds from 0 to {MAX_SECS:g}"
-    for name in ("user_turn_secs",):
+    for name in ("user_turn_secs", "released_ago_secs"):
         if data.get(name) is not None and not _is_secs(data[name]):
             return f"data.{name}: expected a number of seconds from 0 to {MAX_SECS:g}"
     if not _short(data.get("measured_from"), MAX_KEY, required=False):
@@ -117,12 +119,11 @@ def of_a_turn(data: dict) -> bool:
     return data.get("measured_from") != "client_connected" and bool(data.get("contributions"))
 
 
-def released_at(data: dict) -> float | None:
-    """When the breakdown says the user's turn was released (its user-stopped-speaking), on the bot's clock."""
-    start, turn = data.get("user_turn_start_time"), data.get("user_turn_secs")
-    if _is_secs(turn) and isinstance(start, (int, float)) and not isinstance(start, bool) and math.isfinite(start):
-        return start + turn
-    return None
+def released_at(data: dict, at: float) -> float | None:
+    """When the breakdown says the user's turn was released (its user-stopped-speaking): `released_ago_secs`
+    before the message's own time `at` (the bot's clock, as the turns' times are)."""
+    ago = data.get("released_ago_secs")
+    return at - ago if _is_secs(ago) else None
 
 
 def pick(at: float, released: float | None, waiting: tuple | None, spoken: tuple | None) -> Any:

@@ -752,7 +752,7 @@ class _Walk:
         spoken = None
         if last is not None and last.breakdown is None:
             spoken = (last, last.at.get("user_stopped"), last.at["bot_started"])
-        turn = contributions.pick(at, contributions.released_at(data), waiting, spoken)
+        turn = contributions.pick(at, contributions.released_at(data, at), waiting, spoken)
         if turn is not None:
             turn.breakdown = contributions.read(data)
 

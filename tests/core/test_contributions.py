@@ -16,20 +16,21 @@ T0 = 1_750_000_000.0
 KINDS = ("service", "setting", "bot", "pipeline")
 
 
-def part(key, secs, kind="service", owner="OpenAILLMService#0", start=T0):
-    return {"key": key, "label": key.replace("_", " "), "owner": owner, "owner_kind": kind, "start_time": start, "duration_secs": secs}  # fmt: skip # noqa: E501
+def part(key, secs, kind="service", owner="OpenAILLMService#0", start=0.0):
+    return {"key": key, "label": key.replace("_", " "), "owner": owner, "owner_kind": kind, "start_secs": start, "duration_secs": secs}  # fmt: skip # noqa: E501
 
 
-def breakdown(parts, user_turn_secs=None, start=T0, measured_from="user_silence", total=None):
+def breakdown(parts, user_turn_secs=None, released_ago=None, measured_from="user_silence", total=None):
     data = {
         "v": 1,
         "measured_from": measured_from,
         "total_secs": math.fsum(p["duration_secs"] for p in parts) if total is None else total,
-        "user_turn_start_time": start,
         "contributions": parts,
     }
     if user_turn_secs is not None:
         data["user_turn_secs"] = user_turn_secs
+    if released_ago is not None:
+        data["released_ago_secs"] = released_ago
     return m(contributions.LATENCY_TYPE, data)
 
 
@@ -76,6 +77,8 @@ def test_a_malformed_breakdown_is_invalid_and_says_what_and_where():
         "an owner too long": (breakdown([part("x", 0.1, owner="o" * 201)]), "data.contributions[0].owner"),
         "parts that do not sum": (breakdown(TWO, total=2.0), "they sum to 0.5500 s, not data.total_secs 2.0000 s"),
         "a bad user turn": (breakdown(TWO, user_turn_secs=-1), "data.user_turn_secs"),
+        "a bad start": (breakdown([part("x", 0.1, start=-2.0)]), "data.contributions[0].start_secs"),
+        "a bad release": (breakdown(TWO, released_ago="soon"), "data.released_ago_secs"),
     }
     for name, (message, words) in cases.items():
         result = validate(message)
@@ -95,8 +98,8 @@ def test_a_malformed_breakdown_a_server_stored_before_it_knew_the_type_changes_n
 
 
 def test_a_breakdown_before_or_after_its_bot_started_speaking_is_that_turns():
-    first = breakdown(TWO, user_turn_secs=0.2, start=T0 - 0.2)
-    second = breakdown([part("llm_inference", 0.9)], user_turn_secs=0.1, start=T0 + 9.9)
+    first = breakdown(TWO, user_turn_secs=0.2, released_ago=0.549)
+    second = breakdown([part("llm_inference", 0.9)], user_turn_secs=0.1, released_ago=0.801)
     timed = [
         *turn(T0, T0 + 0.55, (T0 + 0.549, first)),  # came just before the bot started
         *turn(T0 + 10, T0 + 10.8, after=[(T0 + 10.801, second)]),  # just after
@@ -125,6 +128,16 @@ def test_the_greeting_and_a_breakdown_long_after_any_turn_are_no_turns():
 def test_a_turn_keeps_its_first_breakdown():
     timed = turn(T0, T0 + 0.55, after=[(T0 + 0.56, breakdown(TWO)), (T0 + 0.57, breakdown([part("x", 0.55)]))])
     assert [c["key"] for c in replay(events(*timed)).turns[0]["contributions"]] == [p["key"] for p in TWO]
+
+
+def test_a_breakdown_whose_previous_turn_has_none_goes_to_the_turn_it_says_was_released():
+    """Turn 1 got none; turn 2's comes before its bot-started-speaking, while turn 1's bot spoke 1 s before."""
+    timed = [
+        *turn(T0, T0 + 0.5),
+        *turn(T0 + 1.2, T0 + 1.6, (T0 + 1.59, breakdown(TWO, user_turn_secs=0.2, released_ago=0.39))),
+    ]
+    assert [t["contributions"] is None for t in replay(events(*timed)).turns] == [True, False]
+    assert [t["contributions"] is None for t in diagnose(events(*timed))["turns"]] == [True, False]
 
 
 def test_the_pick_takes_the_turn_whose_user_stopped_nearest_to_the_release():

@@ -128,7 +128,7 @@ class Turns:
         spoken = None
         if last is not None and last["contributions"] is None:
             spoken = (last, last["user_stopped_at"], last["bot_started_at"])
-        turn = contributions.pick(at, contributions.released_at(data), waiting, spoken)
+        turn = contributions.pick(at, contributions.released_at(data, at), waiting, spoken)
         if turn is None:
             return
         kept = contributions.read(data)
