@@ -738,7 +738,6 @@ class _Walk:
             self.floor.spoken_over(at, "client", turn, speech_end=at)
         self.user.finals(held)
 
-
     def latency_breakdown(self, at: float, data: dict) -> None:
         """The bot's breakdown of a turn's wait, on the turn whose bot started speaking as it was made (the one
         still waiting for its reply, or the last the bot spoke to): contributions.pick, the reducer's rule too."""

@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("pipecat", reason="pipecat-ai is not installed")
 
-from pipecat.observers.user_bot_latency_observer import (  # noqa: E402
+from pipecat.observers.user_bot_latency_observer import (
     LatencyBreakdown,
     LatencyContribution,
     MeasuredFrom,
     UserBotLatencyObserver,
 )
-from rtvi_dashboard import latency  # noqa: E402
+from rtvi_dashboard import latency
 
 T0 = 1_795_891_312.730_761_5
 
@@ -46,18 +46,28 @@ def test_a_breakdown_becomes_durations_only_rounded_to_the_microsecond():
     data = message["data"]
     assert data["v"] == 1 and data["measured_from"] == "user_silence"
     assert data["user_turn_secs"] == 0.261258 and data["released_ago_secs"] == pytest.approx(0.638742, abs=1e-6)
-    assert [p["key"] for p in data["contributions"]] == ["endpointing_wait", "transcription", "llm_inference", "pipeline"]
+    assert [p["key"] for p in data["contributions"]] == [
+        "endpointing_wait",
+        "transcription",
+        "llm_inference",
+        "pipeline",
+    ]
     assert data["contributions"][1] == {
         "key": "transcription", "label": "transcription", "owner": "DeepgramSTTService#0", "owner_kind": "service",
         "start_secs": 0.2, "duration_secs": 0.065264,
     }  # fmt: skip
     assert abs(sum(p["duration_secs"] for p in data["contributions"]) - data["total_secs"]) <= 1e-6 * 4
     # No epoch time anywhere: the dashboard's redaction would read one as a phone or card number.
-    assert all(len(str(v).replace(".", "")) <= 8 for p in data["contributions"] for v in p.values() if isinstance(v, float))  # noqa: E501
+    assert all(
+        len(str(v).replace(".", "")) <= 8 for p in data["contributions"] for v in p.values() if isinstance(v, float)
+    )
 
 
 def test_more_parts_than_the_dashboard_takes_are_summed_into_one():
-    parts = [LatencyContribution(key=f"k{i}", label="x", owner="o", owner_kind="service", start_time=T0, duration_secs=0.001) for i in range(70)]  # noqa: E501
+    parts = [
+        LatencyContribution(key=f"k{i}", label="x", owner="o", owner_kind="service", start_time=T0, duration_secs=0.001)
+        for i in range(70)
+    ]
     message = latency.breakdown_message(LatencyBreakdown(contributions=parts, total_secs=0.07), now=T0)
     kept = message["data"]["contributions"]
     assert len(kept) == latency.MAX_PARTS and kept[-1]["key"] == "other" and kept[-1]["duration_secs"] == 0.007

@@ -66,9 +66,15 @@ def test_a_real_breakdown_is_valid_and_known():
 def test_a_malformed_breakdown_is_invalid_and_says_what_and_where():
     cases = {
         "no total": (m(contributions.LATENCY_TYPE, {"contributions": []}), "data.total_secs: required"),
-        "parts not a list": (m(contributions.LATENCY_TYPE, {"total_secs": 1, "contributions": {}}), "data.contributions: expected an array"),  # noqa: E501
+        "parts not a list": (
+            m(contributions.LATENCY_TYPE, {"total_secs": 1, "contributions": {}}),
+            "data.contributions: expected an array",
+        ),
         "a part not an object": (breakdown([5], total=0.1), "data.contributions[0]: expected an object"),
-        "no key": (breakdown([{**part("x", 0.1), "key": ""}]), "data.contributions[0].key: expected a non-empty string"),  # noqa: E501
+        "no key": (
+            breakdown([{**part("x", 0.1), "key": ""}]),
+            "data.contributions[0].key: expected a non-empty string",
+        ),
         "no kind": (breakdown([{**part("x", 0.1), "owner_kind": None}]), "data.contributions[0].owner_kind"),
         "negative": (breakdown([part("x", -0.1)], total=0.1), "data.contributions[0].duration_secs"),
         "an hour and more": (breakdown([part("x", 4000.0)]), "data.total_secs: expected a number of seconds"),
@@ -110,7 +116,11 @@ def test_a_breakdown_before_or_after_its_bot_started_speaking_is_that_turns():
         ["llm_inference"],
     ]
     assert state.turns[0]["contributions"][0] == {
-        "key": "endpointing_wait", "label": "endpointing wait", "owner": "config: VAD stop_secs", "kind": "setting", "ms": 200.0,  # fmt: skip # noqa: E501
+        "key": "endpointing_wait",
+        "label": "endpointing wait",
+        "owner": "config: VAD stop_secs",
+        "kind": "setting",
+        "ms": 200.0,
     }
     turns = diagnose(events(*timed))["turns"]
     assert [t["contributions"] for t in turns] == [t["contributions"] for t in state.turns]

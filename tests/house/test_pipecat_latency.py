@@ -166,7 +166,9 @@ async def test_a_real_pipelines_contributions_reach_their_turns_and_sum_to_the_w
     for line in breakdowns:
         data = line["message"]["data"]
         # Rounded to the microsecond each: within a microsecond a part.
-        assert abs(sum(p["duration_secs"] for p in data["contributions"]) - data["total_secs"]) < 1e-6 * len(data["contributions"])
+        assert abs(sum(p["duration_secs"] for p in data["contributions"]) - data["total_secs"]) < 1e-6 * len(
+            data["contributions"]
+        )
         assert not line.get("redacted")  # figures a redactor leaves alone: durations only, rounded to the µs
         assert {p["owner_kind"] for p in data["contributions"]} <= set(contributions.OWNER_KINDS)
 
@@ -175,7 +177,9 @@ async def test_a_real_pipelines_contributions_reach_their_turns_and_sum_to_the_w
     for turn in body["turns"]:
         parts = {c["key"]: c for c in turn["contributions"]}
         assert {"endpointing_wait", "llm_inference", "speech_synthesis"} <= set(parts), parts
-        assert parts["endpointing_wait"]["kind"] == "setting" and parts["endpointing_wait"]["ms"] == pytest.approx(STOP_SECS * 1000, abs=1)  # noqa: E501
+        assert parts["endpointing_wait"]["kind"] == "setting" and parts["endpointing_wait"]["ms"] == pytest.approx(
+            STOP_SECS * 1000, abs=1
+        )
         assert parts["llm_inference"]["owner"] == "DelayedLLM#0" and parts["llm_inference"]["kind"] == "service"
         assert parts["llm_inference"]["ms"] == pytest.approx(LLM_SECS * 1000, abs=40)
         assert parts["speech_synthesis"]["owner"] == "DelayedTTS#0"

@@ -17,7 +17,10 @@ def pairs():
     with its wait, the second with one that does not."""
     first = turn(T0, T0, (T0, breakdown(TWO, user_turn_secs=0.2)))
     second = turn(T0, T0, (T0, breakdown([part("llm_inference", 3.0)], user_turn_secs=0.1)))
-    second.insert(3, (T0, {"label": "rtvi-ai", "type": "user-transcription", "data": {"text": "Where is my order?", "final": True}}))  # noqa: E501
+    second.insert(
+        3,
+        (T0, {"label": "rtvi-ai", "type": "user-transcription", "data": {"text": "Where is my order?", "final": True}}),
+    )
     return [("to-client", message) for _, message in [*first, *second]]
 
 
@@ -31,9 +34,23 @@ def test_every_member_sees_each_turns_contributions_and_where_they_disagree(requ
     # user-stopped-speaking to bot-started-speaking: two messages 0.05 s apart, after the breakdown's: 100 ms.
     assert first["latency_ms"] == pytest.approx(100.0)
     assert [c["key"] for c in first["contributions"]] == ["endpointing_wait", "llm_inference", "pipeline"]
-    assert first["contributions"][1] == {"key": "llm_inference", "label": "llm inference", "owner": "OpenAILLMService#0", "kind": "service", "ms": 300.0}  # noqa: E501
+    assert first["contributions"][1] == {
+        "key": "llm_inference",
+        "label": "llm inference",
+        "owner": "OpenAILLMService#0",
+        "kind": "service",
+        "ms": 300.0,
+    }
     assert (first["contributions_total_ms"], first["contributions_user_turn_ms"]) == (550.0, 200.0)
     assert any("contributions sum to 350 ms" in note for note in first["notes"])  # 350 vs 100: past 50 ms
-    assert second["contributions"] == [{"key": "llm_inference", "label": "llm inference", "owner": "OpenAILLMService#0", "kind": "service", "ms": 3000.0}]  # noqa: E501
+    assert second["contributions"] == [
+        {
+            "key": "llm_inference",
+            "label": "llm inference",
+            "owner": "OpenAILLMService#0",
+            "kind": "service",
+            "ms": 3000.0,
+        }
+    ]
     if who == "viewer_client":
         assert "Where is my order?" not in json.dumps(body)

@@ -131,6 +131,14 @@ def watch_latency(worker, client, latency: bool | None = None):
     """
     if worker is None or not latency_from_env(latency):
         return None
+    try:
+        return _watch(worker, client)
+    except Exception as exc:  # whatever this worker is, the bot goes on without its breakdowns
+        logger.warning("rtvi_dashboard: each turn's latency breakdown is not sent (%s)", exc)
+        return None
+
+
+def _watch(worker, client):
     cls = observer_class()
     if cls is None:
         logger.info("rtvi_dashboard: this Pipecat has no UserBotLatencyObserver with contributions; none is sent")
