@@ -3,7 +3,7 @@
 The bot package (sdk/src/rtvi_dashboard/latency.py) sends each LatencyBreakdown
 the observer emits as one `rtvi-dashboard-latency` message (docs/PROTOCOL.md):
 the measured interval (`total_secs`, from the user's actual silence to the
-bot's first audio) and its `contributions`, the named parts that sum to it
+bot speaking) and its `contributions`, the named parts that sum to it
 (key, label, owner, owner_kind service|setting|bot|pipeline, duration_secs,
 start_secs into the interval). Durations only, rounded to the microsecond,
 never epoch times: redaction (core/redaction.py) reads a long run of digits as

@@ -340,7 +340,7 @@ _TYPES = [
         _req("total_secs", "number"),
         _req("contributions", "array"),
         _opt("measured_from", "string"),
-        _opt("user_turn_start_time", "number"),
+        _opt("released_ago_secs", "number"),
         _opt("user_turn_secs", "number"),
         description="A turn's latency breakdown (Pipecat's UserBotLatencyObserver), its parts summing to the wait",
     ),

@@ -2,8 +2,8 @@
 
 Pipecat (1.9 and later) can take a turn's wait apart: its UserBotLatencyObserver
 emits, as the bot starts speaking, a LatencyBreakdown whose `contributions`
-name every part of the interval from the user's actual silence to the bot's
-first audio (endpointing wait, transcription, turn detection, LLM inference,
+name every part of the interval from the user's actual silence to the bot
+speaking (endpointing wait, transcription, turn detection, LLM inference,
 speech synthesis, the pipeline's own hops...), each with its owner and what
 kind of thing that is (service, setting, bot, pipeline), summing to
 `total_secs`. Pipecat's RTVI observer sends none of it to a client, so the
