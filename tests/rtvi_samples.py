@@ -103,6 +103,7 @@ VALID = {
     "ui-cancel-job-group": m("ui-cancel-job-group", {"job_id": "j1"}, id="u3"),
     "raw-audio": m("raw-audio", {"base64Audio": "AAAA", "sampleRate": 16000, "numChannels": 1}, id="au1"),
     "raw-audio-batch": m("raw-audio-batch", {"base64AudioBatch": ["AAAA"], "sampleRate": 16000, "numChannels": 1}, id="au2"),
+    "rtvi-dashboard-latency": m("rtvi-dashboard-latency", {"v": 1, "measured_from": "user_silence", "total_secs": 0.5, "user_turn_secs": 0.25, "released_ago_secs": 0.25, "contributions": [{"key": "endpointing_wait", "label": "endpointing wait", "owner": "config: VAD stop_secs", "owner_kind": "setting", "start_secs": 0.0, "duration_secs": 0.2}, {"key": "llm_inference", "label": "LLM inference", "owner": "OpenAILLMService#0", "owner_kind": "service", "start_secs": 0.25, "duration_secs": 0.3}]}),
 }  # fmt: skip
 
 # One invalid example per type that has data fields, with the words its error must contain.
@@ -137,6 +138,7 @@ INVALID = {
     "llm-raw-text": (m("llm-raw-text", {}), "data.text: required, missing"),
     "tts-raw-text": (m("tts-raw-text", {"text": {}}), "data.text: expected a string, got {}"),
     "bot-llm-marker": (m("bot-llm-marker", {"markers": "✓"}), "data.markers: expected an array"),
+    "rtvi-dashboard-latency": (m("rtvi-dashboard-latency", {"total_secs": 0.5, "contributions": [{"key": "llm_inference", "owner_kind": "service", "duration_secs": -0.5}]}), "data.contributions[0].duration_secs: expected a number of seconds from 0 to 3600"),
     "bot-tts-audio": (m("bot-tts-audio", {"sample_rate": "24k"}), 'data.sample_rate: expected a number up to 1e15, got "24k"'),
     "ui-command": (m("ui-command", {"command": 1}), "data.command: expected a string, got 1"),
     "ui-job-group": (m("ui-job-group", {"job_id": 1}), "data.job_id: expected a string, got 1"),

@@ -71,6 +71,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtvi_monitor.core import contributions
 from rtvi_monitor.core.reducer.turns import percentile, told_again
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.core.state import Event
@@ -152,6 +153,7 @@ TYPES = frozenset(
         "metrics",
         *FUNCTION_STARTS,
         "llm-function-call-in-progress",
+        contributions.LATENCY_TYPE,
     }
 )
 
@@ -230,6 +232,7 @@ class _Turn:
     span_turn: dict | None = None
     removed: bool = False
     spoken_past: bool = False  # speech over the bot's reply, which the bot then spoke on past to its end
+    breakdown: dict | None = None  # the bot's own latency contributions (core/contributions.py read())
 
     def mark(self, milestone: str, at: float, source: str = "message", last: bool = False) -> None:
         if last or self.at.get(milestone) is None:
@@ -656,6 +659,7 @@ class _Walk:
             "bot-started-speaking": lambda at, data, message, event: self.bot_started_speaking(at),
             "bot-stopped-speaking": lambda at, data, message, event: self.bot_stopped_speaking(at),
             "bot-interrupted": lambda at, data, message, event: self.bot_interrupted(at),
+            contributions.LATENCY_TYPE: lambda at, data, message, event: self.latency_breakdown(at, data),
         }
 
     @property
@@ -733,6 +737,23 @@ class _Walk:
         if turn is not None and not told_again(self.floor.last_told(), at):
             self.floor.spoken_over(at, "client", turn, speech_end=at)
         self.user.finals(held)
+
+    def latency_breakdown(self, at: float, data: dict) -> None:
+        """The bot's breakdown of a turn's wait, on the turn whose bot started speaking as it was made (the one
+        still waiting for its reply, or the last the bot spoke to): contributions.pick, the reducer's rule too."""
+        if contributions.check(data) or not contributions.of_a_turn(data):
+            return
+        newest = self.floor.turn
+        waiting = None
+        if newest is not None and newest.at.get("bot_started") is None and newest.breakdown is None:
+            waiting = (newest, newest.at.get("user_stopped"))
+        last = next((t for t in reversed(self.turns[-3:]) if t.at.get("bot_started") is not None), None)
+        spoken = None
+        if last is not None and last.breakdown is None:
+            spoken = (last, last.at.get("user_stopped"), last.at["bot_started"])
+        turn = contributions.pick(at, contributions.released_at(data, at), waiting, spoken)
+        if turn is not None:
+            turn.breakdown = contributions.read(data)
 
 
 def _classify(interruption: Interruption, seconds: float, most: int, live: bool) -> None:
@@ -908,6 +929,9 @@ def _turn_json(number: int, turn: _Turn, walk: _Walk, last: bool, live: bool) ->
         "missing": missing,
         "in_progress": last and live and (at.get("bot_stopped") is None),
         "notes": _notes(turn, latency),
+        "contributions": turn.breakdown["contributions"] if turn.breakdown else None,
+        "contributions_total_ms": turn.breakdown["total_ms"] if turn.breakdown else None,
+        "contributions_user_turn_ms": turn.breakdown["user_turn_ms"] if turn.breakdown else None,
         "interruptions": [_interruption_json(interruption, turn) for interruption in turn.interruptions],
         "function_calls": turn.function_calls,
         "trace_turn": turn.span_turn.get("turn_number") if turn.span_turn else None,
@@ -989,6 +1013,9 @@ def _notes(turn: _Turn, latency: float | None) -> list[str]:
         notes.append("the LLM called a function before its first token: that stage includes the call")
     if turn.span_turn is not None and turn.span_turn.get("user_bot_latency_ms") is not None and latency is not None:
         notes.append(f"its trace says {turn.span_turn['user_bot_latency_ms']:.0f} ms user to bot")
+    disagreement = contributions.disagreement(turn.breakdown, latency)
+    if disagreement:
+        notes.append(disagreement)
     return notes
 
 

@@ -19,6 +19,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from rtvi_monitor.core.contributions import LATENCY_TYPE
+from rtvi_monitor.core.contributions import check as check_contributions
+
 LABEL = "rtvi-ai"
 MAX_RAW = 8 * 1024  # characters of raw text kept for an invalid message
 MAX_DEPTH = 32  # nesting of objects and arrays in one message
@@ -330,6 +333,17 @@ _TYPES = [
     _extra("ui-cancel-job-group", CLIENT, _opt("job_id", "string"), description="Cancel a UI job group"),
     _extra("raw-audio", CLIENT, description="Audio from the client"),
     _extra("raw-audio-batch", CLIENT, description="Audio from the client, batched"),
+    # --- the bot package's own (docs/PROTOCOL.md): never sent to a client, only to the dashboard
+    _extra(
+        LATENCY_TYPE,
+        BOT,
+        _req("total_secs", "number"),
+        _req("contributions", "array"),
+        _opt("measured_from", "string"),
+        _opt("released_ago_secs", "number"),
+        _opt("user_turn_secs", "number"),
+        description="A turn's latency breakdown (Pipecat's UserBotLatencyObserver), its parts summing to the wait",
+    ),
 ]
 
 CATALOG: dict[str, MessageType] = {t.name: t for t in _TYPES}
@@ -533,6 +547,7 @@ _EXTRA_CHECKS = {
     "send-file": _check_options,
     "append-to-context": _check_role,
     "metrics": _check_entries,
+    LATENCY_TYPE: check_contributions,
 }
 
 

@@ -19,6 +19,7 @@ get it (to_dict, and patches by take_changes).
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from rtvi_monitor.core.contributions import LATENCY_TYPE
 from rtvi_monitor.core.patches import Tail, public, put, same
 from rtvi_monitor.core.protocol import protocol_version
 from rtvi_monitor.core.reducer import limits
@@ -370,6 +371,7 @@ _ROUTES: dict[str, Route] = {
         },
     ),
     **_routes("_metrics", {"metrics": Metrics.fold}),
+    **_routes("_turns", {LATENCY_TYPE: Turns.latency_breakdown}),
 }
 
 

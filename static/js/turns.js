@@ -85,6 +85,7 @@ export function turnRows(payload) {
         cells.push({ label: name.label, lines: ["—"], title: stage.problem || "", className: "num missing" });
       }
     }
+    cells.push(contributionsCell(turn));
     cells.push({
       label: "Interruptions",
       lines: turn.interruptions.length ? turn.interruptions.map(interruptionText) : ["—"],
@@ -108,6 +109,42 @@ export function turnRows(payload) {
   });
 }
 
+const KIND_WORDS = { service: "service", setting: "setting", bot: "the bot's code", pipeline: "pipeline" };
+
+/**
+ * The bot's own breakdown of the wait (Pipecat's UserBotLatencyObserver, sent by the bot package), beside the
+ * stages the messages give: one line per part, "label (kind: owner) ms", then their total. Where the two
+ * disagree the server says so among the turn's notes. A turn without one: "—", and why on hover.
+ * @returns {{label: string, lines: string[], title?: string, className: string}}
+ */
+export function contributionsCell(turn) {
+  const parts = turn.contributions;
+  if (!Array.isArray(parts) || parts.length === 0) {
+    return {
+      label: "Contributions",
+      lines: ["—"],
+      title: "the bot sent no latency breakdown for this turn (Pipecat's UserBotLatencyObserver, through the bot package)",
+      className: "contributions missing",
+    };
+  }
+  const lines = parts.map((c) => {
+    const kind = KIND_WORDS[c.kind] || String(c.kind);
+    const name = String(c.owner || "").replace(/^config: /, "");
+    const owner = name && name !== c.kind ? `: ${name}` : "";
+    return `${c.label || c.key} (${kind}${owner}) ${formatDuration(c.ms)}`;
+  });
+  const total = parts.reduce((sum, c) => sum + (typeof c.ms === "number" ? c.ms : 0), 0);
+  const before = turn.contributions_user_turn_ms;
+  const after = typeof before === "number" ? `; ${formatDuration(total - before)} after the turn was released` : "";
+  lines.push(`total ${formatDuration(total)} from the user's silence${after}`);
+  return {
+    label: "Contributions",
+    lines,
+    title: parts.map((c) => `${c.key}: ${c.ms} ms`).join("\n"),
+    className: "contributions",
+  };
+}
+
 /** The column heads, in the rows' order. */
 export function headings(payload) {
   return [
@@ -115,6 +152,7 @@ export function headings(payload) {
     "Said",
     "Latency",
     ...(payload.stage_names || []).map((n) => n.label),
+    "Contributions",
     "Interruptions",
     "Missing / notes",
   ];

@@ -4,7 +4,9 @@ import { test } from "node:test";
 
 process.env.TZ = "UTC";
 
-const { headings, interruptionText, percent, summaryText, turnRows, turnStart } = await import("../../static/js/turns.js");
+const { contributionsCell, headings, interruptionText, percent, summaryText, turnRows, turnStart } = await import(
+  "../../static/js/turns.js"
+);
 
 /** A row's cells by label, each with its lines joined as the page shows them, one under another. */
 function cellsOf(row) {
@@ -163,6 +165,7 @@ test("the headings follow the server's stages; the summary line counts and says 
     "LLM first token",
     "First TTS audio",
     "Bot speaking",
+    "Contributions",
     "Interruptions",
     "Missing / notes",
   ]);
@@ -174,4 +177,37 @@ test("the headings follow the server's stages; the summary line counts and says 
   assert.equal(summaryText({ ...PAYLOAD, counts: { turns: 0 }, live: false }), "No turn in this call.");
   assert.equal(percent(0.375), "38 %");
   assert.equal(percent(null), "—");
+});
+
+test("a turn's latency contributions show beside its stages, each part with its kind and owner, then the total", () => {
+  const turn = {
+    ...COMPLETE,
+    contributions: [
+      { key: "endpointing_wait", label: "endpointing wait", owner: "config: VAD stop_secs", kind: "setting", ms: 200 },
+      { key: "llm_inference", label: "LLM inference", owner: "OpenAILLMService#0", kind: "service", ms: 336.4 },
+      { key: "pipeline", label: "pipeline", owner: "pipecat", kind: "pipeline", ms: 12 },
+    ],
+    contributions_total_ms: 548.4,
+    contributions_user_turn_ms: 230,
+    notes: ["the bot's latency contributions sum to 318 ms after the user's turn was released, the messages measure 850 ms: 532 ms less, past the tolerance of 85 ms"],
+  };
+  const cell = contributionsCell(turn);
+  assert.deepEqual(cell.lines, [
+    "endpointing wait (setting: VAD stop_secs) 200 ms",
+    "LLM inference (service: OpenAILLMService#0) 336 ms",
+    "pipeline (pipeline: pipecat) 12 ms",
+    "total 548 ms from the user's silence; 318 ms after the turn was released",
+  ]);
+  assert.equal(cell.title, "endpointing_wait: 200 ms\nllm_inference: 336.4 ms\npipeline: 12 ms");
+  const cells = cellsOf(turnRows({ ...PAYLOAD, turns: [turn] })[0]);
+  assert.equal(cells.Contributions.text, cell.lines.join("\n"));
+  assert.match(cells.Notes.text, /past the tolerance of 85 ms/); // the disagreement, among the turn's notes
+  const none = contributionsCell(COMPLETE);
+  assert.deepEqual(none.lines, ["—"]);
+  assert.match(none.title, /no latency breakdown/);
+});
+
+test("a bot's owner names and labels are text, never markup", () => {
+  const cell = contributionsCell({ contributions: [{ key: "x", label: "<b>x</b>", owner: "<img src=x>", kind: "bot", ms: 1 }] });
+  assert.equal(cell.lines[0], "<b>x</b> (the bot's code: <img src=x>) 1 ms"); // rendered with textContent only
 });

@@ -9,6 +9,7 @@ to it: the waterfall the page draws.
 
 from typing import Any
 
+from rtvi_monitor.core import contributions
 from rtvi_monitor.core.patches import Tail
 from rtvi_monitor.core.reducer import limits
 from rtvi_monitor.core.services import service_kind
@@ -67,6 +68,10 @@ class Turns:
             "llm_first_token_at": None,
             "tts_started_at": None,
             "interrupted": False,
+            # The bot's own breakdown of the wait (rtvi-dashboard-latency, core/contributions.py), when it sends one.
+            "contributions": None,
+            "contributions_total_ms": None,
+            "contributions_user_turn_ms": None,
         }
 
     def bot_started(self, at: float) -> dict | None:
@@ -109,6 +114,29 @@ class Turns:
             turn[key] = value_ms
             if turn["index"] is not None:
                 self.turns.touch_position(turn["index"])
+
+    def latency_breakdown(self, event, message, data, at) -> None:
+        """The bot's breakdown of a turn's wait: kept on the turn whose bot started speaking as it was made.
+
+        Not a turn's (the greeting's, or a malformed one a server before this
+        type stored as unknown): nothing. Which turn: contributions.pick.
+        """
+        if contributions.check(data) or not contributions.of_a_turn(data):
+            return
+        pending, last = self.pending, (self.turns[-1] if self.turns else None)
+        waiting = (pending, pending["user_stopped_at"]) if pending and pending["contributions"] is None else None
+        spoken = None
+        if last is not None and last["contributions"] is None:
+            spoken = (last, last["user_stopped_at"], last["bot_started_at"])
+        turn = contributions.pick(at, contributions.released_at(data, at), waiting, spoken)
+        if turn is None:
+            return
+        kept = contributions.read(data)
+        turn["contributions"] = kept["contributions"]
+        turn["contributions_total_ms"] = kept["total_ms"]
+        turn["contributions_user_turn_ms"] = kept["user_turn_ms"]
+        if turn is last:
+            self.turns.touch(-1)
 
     def latency(self) -> dict:
         """p50, p95 and max of the turns' latency in ms (None when no turn has one)."""

@@ -40,6 +40,13 @@ RTVI_DASHBOARD_CONTROL=0) and apply them as Pipecat would a client's:
 message handed to this RTVIProcessor, so Pipecat's own handling puts the text
 in the LLM context and runs it when `run_immediately`. The dashboard sees it
 arrive like any client message ("from-client").
+
+Latency: each turn's breakdown of its wait, as Pipecat's UserBotLatencyObserver
+names it (contributions: key, owner, kind, seconds, summing to the wait), goes
+to the dashboard as an `rtvi-dashboard-latency` message, never to the bot's
+client (rtvi_dashboard/latency.py). The worker's own observer is used, else
+the processor (and `attach`, given the worker) adds one; `latency=False` or
+RTVI_DASHBOARD_LATENCY=0 turns it off, and a Pipecat without it sends none.
 """
 
 import asyncio
@@ -57,6 +64,7 @@ from pipecat.transports.base_output import BaseOutputTransport
 from rtvi_dashboard.audio import DashboardAudioRecorder, record_audio_from_env
 from rtvi_dashboard.client import ControlRefused, DashboardClient
 from rtvi_dashboard.evals import own_eval_session_id
+from rtvi_dashboard.latency import watch_latency
 from rtvi_dashboard.logs import DEFAULT_LEVEL, LogForwarder, forward_loguru, level_number
 from rtvi_dashboard.wire import MAX_CONTROL_TEXT, TAG_PARAMS
 
@@ -305,6 +313,7 @@ class DashboardRTVIProcessor(RTVIProcessor):
         record_audio: bool | None = None,
         control: bool | None = None,
         tags: dict[str, str] | None = None,
+        latency: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -313,6 +322,8 @@ class DashboardRTVIProcessor(RTVIProcessor):
         self.control = _take_control(self, self.dashboard, control)
         self.forward_logs = forward_logs_level(forward_logs)
         self.log_forwarder: LogForwarder | None = None
+        self.latency = latency  # each turn's breakdown (rtvi_dashboard/latency.py), unless False
+        self.latency_observer = None
         # The call's recorder when recording is on (record_audio, else RTVI_DASHBOARD_RECORD_AUDIO), else None.
         self.recorder: DashboardAudioRecorder | None = (
             recorder_for(self.dashboard) if record_audio_from_env(record_audio) else None
@@ -324,6 +335,8 @@ class DashboardRTVIProcessor(RTVIProcessor):
         recorder = self.recorder
         worker = getattr(setup, "pipeline_worker", None)
         placed = recorder is not None and worker is not None and place_recorder(worker, recorder)
+        if self.latency_observer is None:
+            self.latency_observer = watch_latency(worker, self.dashboard, self.latency)
         await super().setup(setup)
         if placed:
             await recorder._ensure_set_up(setup)
@@ -356,6 +369,7 @@ def attach(
     record_audio: bool | None = None,
     worker=None,
     control: bool | None = None,
+    latency: bool | None = None,
 ) -> None:
     """Make an existing RTVIProcessor stream to the dashboard too (what DashboardRTVIProcessor does by subclassing).
 
@@ -369,7 +383,9 @@ def attach(
     `worker`'s pipeline, which must not be set up yet (as in a setup file).
     The dashboard's control frames are taken as DashboardRTVIProcessor takes
     them (`control`, else RTVI_DASHBOARD_CONTROL); the client must not have
-    connected yet for its URL to announce it.
+    connected yet for its URL to announce it. Given `worker`, each turn's
+    latency breakdown goes to the dashboard too (`latency`, else
+    RTVI_DASHBOARD_LATENCY; rtvi_dashboard/latency.py).
     """
     if isinstance(rtvi, DashboardRTVIProcessor) or getattr(rtvi, "dashboard", None) is not None:
         return  # already streaming
@@ -400,6 +416,7 @@ def attach(
     rtvi.control = controller
     rtvi.log_forwarder = forwarder
     rtvi.recorder = recorder
+    rtvi.latency_observer = watch_latency(worker, client, latency)
     rtvi.push_transport_message = push_transport_message
     rtvi._handle_message = handle_message
     rtvi.cleanup = close

@@ -1,0 +1,56 @@
+"""The turns API with the bot's latency contributions: beside the stages, for an operator and a viewer alike
+(they are figures, not words: dashboard/access/policy.py's contents rule leaves them to every member)."""
+
+import json
+
+import pytest
+
+from rtvi_monitor.sessions.models import Session
+from tests.core.test_contributions import TWO, breakdown, part, turn
+from tests.core.test_turns import store
+
+T0 = 1_750_000_000.0
+
+
+def pairs():
+    """Two turns as stored (0.05 s apart each, as `store` times them): the first with a breakdown that agrees
+    with its wait, the second with one that does not."""
+    first = turn(T0, T0, (T0, breakdown(TWO, user_turn_secs=0.2)))
+    second = turn(T0, T0, (T0, breakdown([part("llm_inference", 3.0)], user_turn_secs=0.1)))
+    second.insert(
+        3,
+        (T0, {"label": "rtvi-ai", "type": "user-transcription", "data": {"text": "Where is my order?", "final": True}}),
+    )
+    return [("to-client", message) for _, message in [*first, *second]]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", ["operator_client", "viewer_client"])
+def test_every_member_sees_each_turns_contributions_and_where_they_disagree(request, org, who):
+    store(org, "call-c", pairs(), step=0.05, status=Session.Status.ENDED)
+    body = request.getfixturevalue(who).get("/api/sessions/call-c/turns/").json()
+    assert body["contents"] is (who == "operator_client")
+    first, second = body["turns"]
+    # user-stopped-speaking to bot-started-speaking: two messages 0.05 s apart, after the breakdown's: 100 ms.
+    assert first["latency_ms"] == pytest.approx(100.0)
+    assert [c["key"] for c in first["contributions"]] == ["endpointing_wait", "llm_inference", "pipeline"]
+    assert first["contributions"][1] == {
+        "key": "llm_inference",
+        "label": "llm inference",
+        "owner": "OpenAILLMService#0",
+        "kind": "service",
+        "ms": 300.0,
+    }
+    assert (first["contributions_total_ms"], first["contributions_user_turn_ms"]) == (550.0, 200.0)
+    assert any("contributions sum to 350 ms" in note for note in first["notes"])  # 350 vs 100: past 50 ms
+    assert second["contributions"] == [
+        {
+            "key": "llm_inference",
+            "label": "llm inference",
+            "owner": "OpenAILLMService#0",
+            "kind": "service",
+            "ms": 3000.0,
+        }
+    ]
+    if who == "viewer_client":
+        assert "Where is my order?" not in json.dumps(body)
