@@ -1089,6 +1089,7 @@ def summary(turns: list[dict]) -> dict:
     latency: list[float] = []
     kinds = {"barge_in": 0, "backchannel": 0}
     replies = 0
+    breakdowns: list[list] = []  # each turn's [total ms, [[key, kind, ms], ...]] (core/contributions.py)
     for turn in turns:
         if turn["at"].get("bot_started") is not None:
             replies += 1
@@ -1103,6 +1104,9 @@ def summary(turns: list[dict]) -> dict:
                 missing[stage["stage"]] += 1
         for interruption in turn["interruptions"]:
             kinds[interruption["kind"]] += 1
+        if turn.get("contributions"):
+            parts = [[part["key"], part["kind"], part["ms"]] for part in turn["contributions"]]
+            breakdowns.append([turn["contributions_total_ms"], parts])
     return {
         "counts": {
             "turns": len(turns),
@@ -1114,6 +1118,7 @@ def summary(turns: list[dict]) -> dict:
         },
         "missing": missing,
         "values": {**stages, "latency": latency},
+        "breakdowns": breakdowns,
     }
 
 
@@ -1130,9 +1135,11 @@ def aggregate(summaries: Iterable[dict]) -> dict:
     counts = {key: 0 for key in empty_summary()["counts"]}
     values: dict[str, list[float]] = {name: [] for name in (*STAGE_NAMES, "latency")}
     missing = {name: 0 for name in STAGE_NAMES}
+    breakdowns: list[list] = []
     sessions = 0
     for item in summaries:
         sessions += 1
+        breakdowns.extend(item.get("breakdowns", ()))
         for key in counts:
             counts[key] += item["counts"].get(key, 0)
         for name in values:
@@ -1159,6 +1166,55 @@ def aggregate(summaries: Iterable[dict]) -> dict:
             for stage, _, _, label in STAGES
         ],
         "latency": spread("latency"),
+        "made_of": made_of(breakdowns),
+    }
+
+
+MIDDLE_BAND = (0.4, 0.6)  # the turns around the median wait, whose parts make the p50
+
+
+def _mean_parts(group: list[list]) -> dict[tuple[str, str], float]:
+    sums: dict[tuple[str, str], float] = {}
+    for _, parts in group:
+        for key, kind, ms in parts:
+            sums[(key, kind)] = sums.get((key, kind), 0.0) + ms
+    return {part: total / len(group) for part, total in sums.items()}
+
+
+def made_of(breakdowns: list[list]) -> dict | None:
+    """What the waits are made of, from the bots' own breakdowns (core/contributions.py): at the median (the
+    turns between the 40th and 60th percentile of the wait) and at the slowest (the p95 turn and every one
+    slower), each part's mean ms and its share of those turns' mean wait. The slowest turns are not the
+    average ones made longer: a VAD's stop time is a fixed part of every turn, an LLM's queue only of some.
+    None without any breakdown."""
+    if not breakdowns:
+        return None
+    ordered = sorted(breakdowns, key=lambda b: b[0])
+    n = len(ordered)
+    low, high = int(MIDDLE_BAND[0] * n), max(int(MIDDLE_BAND[1] * n), int(MIDDLE_BAND[0] * n) + 1)
+    middle, slowest = ordered[low:high], ordered[max(0, -(-95 * n // 100) - 1) :]
+    at_p50, at_p95 = _mean_parts(middle), _mean_parts(slowest)
+    wait50 = sum(b[0] for b in middle) / len(middle)
+    wait95 = sum(b[0] for b in slowest) / len(slowest)
+    totals = [b[0] for b in ordered]
+    parts = [
+        {
+            "key": key,
+            "kind": kind,
+            "p50_ms": round(at_p50.get((key, kind), 0.0), 1),
+            "p50_share": round(at_p50.get((key, kind), 0.0) / wait50, 4) if wait50 else None,
+            "p95_ms": round(at_p95.get((key, kind), 0.0), 1),
+            "p95_share": round(at_p95.get((key, kind), 0.0) / wait95, 4) if wait95 else None,
+        }
+        for key, kind in {**at_p50, **at_p95}
+    ]
+    parts.sort(key=lambda part: part["p95_ms"], reverse=True)
+    return {
+        "turns": n,
+        "p50_ms": percentile(totals, 50),
+        "p95_ms": percentile(totals, 95),
+        "slowest_turns": len(slowest),
+        "parts": parts,
     }
 
 

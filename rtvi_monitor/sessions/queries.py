@@ -242,7 +242,7 @@ def summary_cache_key(session_pk: int, event_count: int) -> str:
     """Where an ended session's turn summary is cached: by its message count (a reopened one is read again) and
     the thresholds it was judged by (rtvi_monitor/privacy/contents.py erases it)."""
     judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
-    return f"turns:summary:v3:{session_pk}:{event_count}:{judged}"
+    return f"turns:summary:v4:{session_pk}:{event_count}:{judged}"
 
 
 def agent_turn_figures(organization, agent_key: str, period: str, now, active_deployment_id: str | None = None) -> dict:
@@ -258,7 +258,8 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
 
     judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"  # a new threshold, new figures
     scope = f"{organization.pk}\n{agent_key}\n{period}\n{settings.TURN_STATS_MAX_SESSIONS}\n{judged}"
-    key = "turns:agent:v3:" + hashlib.sha256(scope.encode()).hexdigest()  # v3: turn latency of spoken turns only
+    # v3: turn latency of spoken turns only; v4: what the waits are made of (the bots' breakdowns)
+    key = "turns:agent:v4:" + hashlib.sha256(scope.encode()).hexdigest()
     figures = cache.get(key)
     if figures is None:
         since = now - TURN_PERIODS[period]

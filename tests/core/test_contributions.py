@@ -3,6 +3,7 @@ kept on the right turn by the reducer and the turn diagnosis alike, and compared
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -205,3 +206,52 @@ def test_the_tolerance_is_50_ms_or_a_tenth():
     assert contributions.disagreement(kept, 1049) == "" and contributions.disagreement(kept, 1200)
     assert contributions.disagreement(kept, 1100) == ""  # 100 ms apart, within a tenth of 1,100
     assert contributions.disagreement(None, 1000) == "" and contributions.disagreement(kept, None) == ""
+
+
+# --- what the fleet's waits are made of (issue 37, part 2) ----------------------------------------------------
+
+
+def test_the_slowest_turns_are_made_of_what_made_them_slow_not_of_the_average():
+    from rtvi_monitor.core.diagnosis import made_of
+
+    turns = []
+    for i in range(100):
+        queue = 1500.0 if i % 20 == 0 else 50.0  # the LLM's queue, in one turn of twenty
+        parts = [
+            ["vad_stop_secs", "setting", 500.0],
+            ["llm_ttfb", "service", 300.0 + queue],
+            ["tts_ttfb", "service", 200.0],
+        ]
+        turns.append([sum(p[2] for p in parts), parts])
+    found = made_of(turns)
+    by_key = {part["key"]: part for part in found["parts"]}
+    assert found["turns"] == 100 and found["slowest_turns"] == 6  # the p95 turn and the five slower
+    assert by_key["vad_stop_secs"]["p50_ms"] == 500 and by_key["vad_stop_secs"]["p50_share"] == pytest.approx(
+        0.476, 0.01
+    )
+    assert by_key["llm_ttfb"]["p95_ms"] > by_key["vad_stop_secs"]["p95_ms"]  # the queue is what the slowest wait on
+    assert found["parts"][0]["key"] == "llm_ttfb"
+    assert made_of([]) is None
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(["vad", "stt", "llm", "tts"]), st.floats(0, 3000)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_each_bands_shares_add_up_to_the_whole_wait(turns):
+    from rtvi_monitor.core.diagnosis import made_of
+
+    breakdowns = []
+    for parts in turns:
+        merged: dict[str, float] = {}
+        for key, ms in parts:
+            merged[key] = merged.get(key, 0.0) + ms
+        breakdowns.append([sum(merged.values()), [[k, "service", v] for k, v in merged.items()]])
+    found = made_of(breakdowns)
+    for band in ("p50", "p95"):
+        shares = [part[f"{band}_share"] for part in found["parts"]]
+        if all(share is not None for share in shares):
+            assert sum(shares) == pytest.approx(1.0, abs=0.002 * len(shares))

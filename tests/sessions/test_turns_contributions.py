@@ -7,7 +7,7 @@ import pytest
 
 from rtvi_monitor.sessions.models import Session
 from tests.core.test_contributions import TWO, breakdown, part, turn
-from tests.core.test_turns import store
+from tests.core.test_turns import cloud, store  # noqa: F401 (cloud: a fixture)
 
 T0 = 1_750_000_000.0
 
@@ -54,3 +54,25 @@ def test_every_member_sees_each_turns_contributions_and_where_they_disagree(requ
     ]
     if who == "viewer_client":
         assert "Where is my order?" not in json.dumps(body)
+
+
+@pytest.mark.django_db
+def test_the_agent_page_says_what_the_fleets_waits_are_made_of(staff_client, org, cloud):  # noqa: F811
+    """Issue 37, part 2: the breakdowns of an agent's calls, merged, on its page: each part at the median and at
+    the slowest turns (the 3 s LLM turn is the slowest, and the LLM is what it is made of)."""
+    for n in range(3):
+        store(
+            org,
+            f"call-{n}",
+            pairs(),
+            step=0.05,
+            status=Session.Status.ENDED,
+            agent_key=cloud["id"],
+            agent_name=cloud["name"],
+        )
+    page = staff_client.get(f"/agents/{cloud['id']}/").content.decode()
+    assert 'data-testid="made-of"' in page and "6 turns" in page
+    made = page[page.index('data-testid="made-of"') :]
+    body = made.index("<tbody>")
+    first_row = made[body : made.index("</tr>", body)]
+    assert "llm_inference" in first_row  # sorted by what the slowest turns spend on it
