@@ -52,6 +52,7 @@ urlpatterns = [
     path("agents/", views.agent_list, name="agent_list"),
     path("agents/refresh/", views.agent_refresh, name="agent_refresh"),
     path("agents/<str:agent_id>/", views.agent_detail, name="agent_detail"),
+    path("agents/<str:agent_id>/budget/", views.agent_budget, name="agent_budget"),
     path("api/agents/", api.agents_json, name="agents_json"),
     path("v1/agents", builtin_api.agents, name="v1_agents"),
     path("v1/agents/<str:agent_name>", builtin_api.agent_detail, name="v1_agent"),

@@ -186,7 +186,9 @@ def operator_client(org):
 
 CHROMIUM = "/usr/bin/chromium"
 # Where browser tests leave their screenshots (to look at a failure). Not docs/screenshots: the
-# README's pictures come from the demo (docs/screenshots/take.py), never from a test session.
+# README's pictures come from the demo (docs/screenshots/take.py), never from a test session, but for the
+# eval gate's (docs/screenshots/eval-gate.png): the demo makes no eval run, and the one in
+# tests/evals/test_browser_gate.py has every result through the public upload API, as CI sends them.
 SCREENSHOTS = Path(os.getenv("TEST_SCREENSHOTS", Path(tempfile.gettempdir()) / "rtvi-test-screenshots"))
 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 

@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from dashboard.agents import pipecat_cloud
 from dashboard.agents.pipecat_cloud import SESSION_STATUSES, START_TYPES
+from dashboard.org.models import LatencyBudget
 from dashboard.web.http import BadParam, Query, default_first
 from rtvi_monitor.evals import gate as eval_gate
-from rtvi_monitor.overview.figures import agent_overview, day_start
+from rtvi_monitor.overview.figures import agent_overview, budget_status, day_start
 from rtvi_monitor.sessions import platform_join
 from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_turn_figures
 
@@ -102,6 +103,19 @@ async def _nothing():
     return None
 
 
+def _budget(organization, agent_id: str, now) -> dict:
+    """The agent's latency budget, as set and as it stands (rtvi_monitor/overview/figures.py budget_status)."""
+    budget = LatencyBudget.objects.filter(organization=organization, agent_id=agent_id).first()
+    if budget is None:
+        return {"set": None, "status": None, "p95_s": "", "parts_text": ""}
+    return {
+        "set": budget,
+        "status": budget_status(organization, budget, now),
+        "p95_s": f"{budget.p95_ms / 1000:g}",
+        "parts_text": "\n".join(f"{key} = {ms / 1000:g}" for key, ms in budget.parts.items()),
+    }
+
+
 async def context(organization, agent, query, sees_contents: bool, link: Callable[..., str]) -> dict:
     """What the agent page shows of `agent` for the query `query` (a QueryDict); `link(**changes)` is the
     page's own address with those parameters changed. Every upstream answer comes through the cached
@@ -136,6 +150,7 @@ async def context(organization, agent, query, sees_contents: bool, link: Callabl
     ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now, params.turns)
     # A bad period is named beside the turns it left at 24 hours, the other bad filters at the top.
     ours["turn_figures"]["problem"] = problems.pop("turns", None)
+    ours["budget"] = await sync_to_async(_budget)(organization, agent.id, now)
     ours["eval_gate"] = await sync_to_async(eval_gate.overview)(
         organization, agent.id, agent.active_deployment_id or ""
     )

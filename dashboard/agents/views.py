@@ -1,9 +1,11 @@
 """Pages of the agents side: decorators, the agents services' calls (cached, never raising), the dashboard's
 own figures, render."""
 
+import re
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404
 from django.shortcuts import redirect
@@ -15,6 +17,8 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.access.auth import member_required
 from dashboard.agents import page as agent_page
 from dashboard.agents import service as agents_service
+from dashboard.org import audit
+from dashboard.org.models import AuditEntry, LatencyBudget
 from dashboard.web.http import BadParam, Query, arender
 from rtvi_monitor.overview.figures import agent_overview
 
@@ -107,4 +111,71 @@ async def agent_refresh(request):
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = reverse("agent_list")
+    return redirect(target)
+
+
+BUDGET_PART = re.compile(r"^\s*([A-Za-z0-9_.:-]{1,64})\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*$")
+MAX_BUDGET_SECONDS = 600
+
+
+def budget_from(form) -> tuple[float | None, dict, list[str]]:
+    """A latency budget's p95 (ms) and parts ({key: ms}) as the agent page's form typed them (seconds), and what is
+    wrong with them."""
+    errors: list[str] = []
+    p95 = None
+    try:
+        seconds = float(form.get("p95", "").strip())
+        if not 0.001 <= seconds <= MAX_BUDGET_SECONDS:
+            raise ValueError
+        p95 = round(seconds * 1000, 3)
+    except ValueError:
+        errors.append(f"The p95 budget must be a number of seconds from 0.001 to {MAX_BUDGET_SECONDS}.")
+    parts = {}
+    for number, line in enumerate(form.get("parts", "").splitlines()[:100], 1):
+        if not line.strip():
+            continue
+        found = BUDGET_PART.match(line)
+        if not found or not 0.001 <= float(found[2]) <= MAX_BUDGET_SECONDS:
+            errors.append(f"Part line {number}: write it as <part key> = <seconds>, e.g. llm_inference = 0.6.")
+            continue
+        parts[found[1]] = round(float(found[2]) * 1000, 3)
+    return p95, parts, errors
+
+
+@require_POST
+@member_required("org.settings")
+def agent_budget(request, agent_id):
+    """POST /agents/<agent_id>/budget/: the agent's latency budget (admins), or `delete`; in the audit log."""
+    organization = request.organization
+    target = reverse("agent_detail", args=[agent_id]) + "#h-budget"
+    if request.POST.get("delete"):
+        deleted, _ = LatencyBudget.objects.filter(organization=organization, agent_id=agent_id).delete()
+        if deleted:
+            audit.record(
+                organization,
+                AuditEntry.Action.SETTINGS_CHANGED,
+                f"latency budget of {agent_id}",
+                request=request,
+                removed=True,
+            )
+        return redirect(target)
+    p95, parts, errors = budget_from(request.POST)
+    if errors:
+        for error in errors:
+            messages.error(request, error)
+        return redirect(target)
+    LatencyBudget.objects.update_or_create(
+        organization=organization,
+        agent_id=agent_id[:200],
+        defaults={"agent_name": request.POST.get("agent_name", "")[:200], "p95_ms": p95, "parts": parts},
+    )
+    audit.record(
+        organization,
+        AuditEntry.Action.SETTINGS_CHANGED,
+        f"latency budget of {agent_id}",
+        request=request,
+        p95_ms=p95,
+        parts=len(parts),
+    )
+    messages.success(request, "Latency budget saved.")
     return redirect(target)

@@ -124,6 +124,26 @@ class AgentRetention(models.Model):
         return f"{self.agent_name or self.agent_id} ({self.organization})"
 
 
+class LatencyBudget(models.Model):
+    """One agent's latency budget: the p95 of its turns' wait it should stay under, and, for the parts of the wait
+    its bots' breakdowns name (core/contributions.py keys: `llm_inference`, `endpointing_wait`...), each part's
+    own p95 budget. The Overview shows an agent over its budget with the part that put it there
+    (rtvi_monitor/overview/figures.py budget_status)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="latency_budgets")
+    agent_id = models.CharField(max_length=200, help_text="The agent's id in the agents API.")
+    agent_name = models.CharField(max_length=200, blank=True, help_text="Its name when this was set, to read.")
+    p95_ms = models.FloatField(validators=[MinValueValidator(1)], help_text="The turn latency p95 to stay under.")
+    parts = models.JSONField(default=dict, blank=True, help_text="{part key: its p95 budget in ms}")
+
+    class Meta:
+        ordering = ["agent_name", "agent_id"]
+        constraints = [models.UniqueConstraint(fields=["organization", "agent_id"], name="latency_budget_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name or self.agent_id}: p95 {self.p95_ms:g} ms"
+
+
 class Role(models.TextChoices):
     """A member's rank in an organization; each may do what the ones before it may (dashboard/access.py)."""
 

@@ -9,11 +9,12 @@ from django.core.cache import cache
 from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
+from dashboard.org.models import LatencyBudget
 from rtvi_monitor.alerts.models import AlertRule
 from rtvi_monitor.alerts.thresholds import DEFAULTS, settings_of
 from rtvi_monitor.sessions.error_groups import error_groups
 from rtvi_monitor.sessions.models import FAILED_ENDS, HAS_ERRORS, Session
-from rtvi_monitor.sessions.queries import histogram_percentile, latency_bucket
+from rtvi_monitor.sessions.queries import agent_turn_figures, histogram_percentile, latency_bucket
 
 
 def overview(organization, now, listed=None) -> dict:
@@ -319,10 +320,41 @@ def agents_with_health(organization, now, figures: list[dict], listed) -> list[d
             )
         entry["problems"] = [text for _, text in problems]
         entry["dead"] = min((rank for rank, _ in problems), default=RETIRED if entry["retired"] else FINE)
+    for budget in LatencyBudget.objects.filter(organization=organization, agent_id__in=list(rows)):
+        rows[budget.agent_id]["budget"] = budget_status(organization, budget, now)
     return sorted(
         rows.values(),
         key=lambda e: (e["dead"], -e["fatal"], -(e["error_rate"] or 0), -(e["p95"] or 0), e["name"] or ""),
     )
+
+
+def budget_status(organization, budget: LatencyBudget, now) -> dict:
+    """An agent against its latency budget over the last 24 hours: its turns' p95 wait (every turn, as the agent
+    page's turns), whether it is over, and the part that put it there: of what its slowest turns are made of
+    (diagnosis.made_of, from its bots' breakdowns), the part furthest over its own budget, else, with no part
+    over one (or none set), the largest part of the slowest turns. No culprit without breakdowns."""
+    figures = agent_turn_figures(organization, budget.agent_id, "24h", now)
+    p95 = figures["overall"]["latency"]["p95"]
+    made = figures["overall"].get("made_of")
+    culprit = None
+    if made and made["parts"]:
+        over = [
+            (part["p95_ms"] - budget.parts[part["key"]], part)
+            for part in made["parts"]
+            if isinstance(budget.parts.get(part["key"]), int | float)
+        ]
+        worst = max(over, key=lambda item: item[0], default=None)
+        if worst is not None and worst[0] > 0:
+            culprit = {**worst[1], "budget_ms": budget.parts[worst[1]["key"]], "over_by_ms": round(worst[0], 1)}
+        else:
+            culprit = {**made["parts"][0], "budget_ms": None, "over_by_ms": None}
+    return {
+        "budget_ms": budget.p95_ms,
+        "p95_ms": p95,
+        "turns": figures["overall"]["latency"]["n"],
+        "over": p95 is not None and p95 > budget.p95_ms,
+        "culprit": culprit,
+    }
 
 
 def _counts(sessions, since, start, end) -> dict:

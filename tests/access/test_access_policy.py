@@ -108,6 +108,7 @@ DOORS = {
     "eval_suite": {"GET": "evals.read", "POST": "evals.write"},
     "eval_suite_download": "evals.read",
     "eval_gate_page": "evals.gate",
+    "agent_budget": "org.settings",
     "api_eval_upload": "evals.upload",
     "api_eval_gate": "evals.gate",
     "api_eval_runs": "evals.gate",
