@@ -205,8 +205,40 @@ def _pair(figures: dict, active: str | None) -> tuple[str, str] | None:
     return (before, after) if after and before else None
 
 
+PART = "part:"  # a breakdown part's values among a call's, beside the stages' (`part:llm_inference`)
+MOST_PARTS = 8  # the parts compared: the most common both deployments' breakdowns name
+
+
+def call_values(summary: dict) -> dict[str, list[float]]:
+    """One call's values per figure: its stages' and turn latency's, and each part its bots' breakdowns name."""
+    values = dict(summary["values"])
+    for _, parts in summary.get("breakdowns", ()):
+        for key, _, ms in parts:
+            values.setdefault(PART + key, []).append(ms)
+    return values
+
+
+def _compared(calls: dict, before: str, after: str) -> list[str]:
+    """The figures compared: the stages, the turn latency, and the parts both sides' breakdowns name most."""
+    named: dict[str, list[int]] = {}
+    for side, deployment in enumerate((before, after)):
+        for values in calls.get(deployment, []):
+            for name in values:
+                if name.startswith(PART):
+                    named.setdefault(name, [0, 0])[side] += 1
+    shared = sorted((n for n, counts in named.items() if all(counts)), key=lambda n: -min(named[n]))
+    return [*COMPARED, *shared[:MOST_PARTS]]
+
+
+def _verdict(change: dict | None) -> str:
+    if change is None:
+        return "too few calls"
+    return "worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown"
+
+
 def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict | None:
-    """Issue 37's comparison: each stage of the wait and the turn latency, at p50 and p95, of the active
+    """Issue 37's comparison: each stage of the wait, the turn latency and each part of the bots' breakdowns
+    (a setting's such as the VAD's stop time apart from the services'), at p50 and p95, of the active
     deployment against the one before, with an interval from the calls themselves (core/compare.py
     percentile_change: the bootstrap over calls, every interval of the table widened together so that two
     deployments that behave the same are called worse or better at most 5 % of the time in all). Worse or
@@ -215,24 +247,21 @@ def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict
     if pair is None:
         return None
     before, after = pair
-    key = f"{scope_key}:change:v1:" + hashlib.sha256(f"{before}\n{after}".encode()).hexdigest()
+    key = f"{scope_key}:change:v2:" + hashlib.sha256(f"{before}\n{after}".encode()).hexdigest()
     found = cache.get(key)
     if found is not None:
         return found
     calls = figures.get("calls_by_deployment") or {}
-    family = len(COMPARED) * len(COMPARED_PERCENTILES)
+    names = _compared(calls, before, after)
+    family = len(names) * len(COMPARED_PERCENTILES)
     rows = []
-    for name in COMPARED:
+    for name in names:
         a = [values.get(name) or [] for values in calls.get(before, [])]
         b = [values.get(name) or [] for values in calls.get(after, [])]
+        label = LABELS.get(name) or f"{name[len(PART) :]} (its bots' breakdown)"
         for q in COMPARED_PERCENTILES:
             change = compare.percentile_change(a, b, q, family=family, seed=q)
-            verdict = (
-                "too few calls"
-                if change is None
-                else ("worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown")
-            )
-            rows.append({"figure": name, "label": LABELS[name], "q": q, "change": change, "verdict": verdict})
+            rows.append({"figure": name, "label": label, "q": q, "change": change, "verdict": _verdict(change)})
     found = {"before": before, "after": after, "rows": rows, "min_calls": compare.MIN_CALLS, "family": family}
     cache.set(key, found, settings.TURN_STATS_CACHE_SECONDS)
     return found
@@ -303,7 +332,7 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
             "overall": turns.aggregate(summaries),
             "deployments": deployments,
             # Each deployment's calls, each its turns' values per figure: what deployment_change resamples.
-            "calls_by_deployment": {d: [item["values"] for item in items] for d, items in by_deployment.items()},
+            "calls_by_deployment": {d: [call_values(item) for item in items] for d, items in by_deployment.items()},
         }
         cache.set(key, figures, settings.TURN_STATS_CACHE_SECONDS)
     for deployment in figures["deployments"]:

@@ -76,3 +76,53 @@ def test_the_agent_page_says_what_the_fleets_waits_are_made_of(staff_client, org
     body = made.index("<tbody>")
     first_row = made[body : made.index("</tr>", body)]
     assert "llm_inference" in first_row  # sorted by what the slowest turns spend on it
+
+
+def vad_pairs(stop_secs: float, rng):
+    """A call of two turns whose bots' breakdowns say the VAD's stop time (a setting) and the LLM's inference."""
+    from tests.core.test_contributions import breakdown, part, turn
+
+    messages = []
+    for _ in range(2):
+        parts = [
+            part("endpointing_wait", stop_secs, "setting", "config: VAD stop_secs"),
+            part("llm_inference", rng.uniform(0.25, 0.35)),
+        ]
+        messages += turn(T0, T0, (T0, breakdown(parts, user_turn_secs=stop_secs)))
+    return [("to-client", message) for _, message in messages]
+
+
+@pytest.mark.django_db
+def test_two_deployments_that_differ_only_in_the_vads_stop_time_blame_the_setting(org, cloud, settings):  # noqa: F811
+    """Issue 37, part 3: the comparison reads the bots' breakdowns too: the part that grew is the setting's, and
+    the LLM's, which did not change, is not called worse."""
+    import random
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rtvi_monitor.core.compare import MIN_CALLS
+    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
+
+    settings.TURN_STATS_CACHE_SECONDS = 0
+    rng = random.Random(5)
+    for deployment, stop, prefix in ((OLD_DEPLOYMENT_ID, 0.2, "old"), (DEPLOYMENT_ID, 0.8, "new")):
+        for n in range(MIN_CALLS):
+            session = store(
+                org,
+                f"{prefix}-{n}",
+                vad_pairs(stop, rng),
+                step=0.05,
+                status=Session.Status.ENDED,
+                agent_key=cloud["id"],
+                agent_name=cloud["name"],
+                deployment_id=deployment,
+            )
+            session.started_at = timezone.now() - timedelta(hours=2 if prefix == "old" else 1, minutes=n)
+            session.save()
+    change = agent_turn_figures(org, cloud["id"], "24h", timezone.now(), DEPLOYMENT_ID)["change"]
+    verdicts = {(row["figure"], row["q"]): row["verdict"] for row in change["rows"]}
+    assert verdicts[("part:endpointing_wait", 50)] == "worse"
+    assert verdicts[("part:llm_inference", 50)] == "no difference shown"
+    assert verdicts[("part:llm_inference", 95)] == "no difference shown"
