@@ -296,7 +296,7 @@ def agent_named(organization, given: str) -> tuple[str, str, str] | None:
         return str(built_in.pk), built_in.name, str(built_in.active_deployment_id or "")
     listing = async_to_sync(agents_service.get_agents)(organization)
     record = listing.find(given) or next((a for a in listing.agents if a.name == given), None)
-    if record is not None and 0 < len(record.id) <= 100:
+    if record is not None and 0 < len(record.id) <= 100 and "/" not in record.id:  # a path segment, as a bot's
         return record.id, record.name[:200], record.active_deployment_id or ""
     return None
 

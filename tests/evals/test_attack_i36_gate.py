@@ -27,7 +27,6 @@ from rtvi_monitor.evals.models import EvalResult, EvalRun
 from rtvi_monitor.sessions.models import Event, Session
 from tests.conftest import make_member
 from tests.evals.test_eval_runs import jsonl, key_client, record, upload
-from tests.evals.test_scenario_export import signed_in
 from tests.session_samples import make_session
 from tests.sockets import bot_socket, receive, rtvi, send, wrap
 
@@ -108,9 +107,7 @@ def test_the_gate_and_runs_need_a_key_with_read_or_a_member(org, agent_call):
 
 
 def _eval_call(org, session_id, run="ci-1", agent="support", scenario=""):
-    return make_session(
-        org, session_id, agent_key=agent, status="ended", eval_run=run, eval_scenario=scenario
-    )
+    return make_session(org, session_id, agent_key=agent, status="ended", eval_run=run, eval_scenario=scenario)
 
 
 def test_another_organization_naming_our_calls_links_nothing_of_ours(org, other_org, agent_call):
@@ -280,8 +277,7 @@ def test_numbers_json_has_not_and_nesting_beyond_reason_are_refused_not_a_500(or
 def test_a_huge_failures_list_is_kept_to_its_first_fifty_and_unknown_keys_are_dropped(org, agent_call):
     failed = record(passed=False)
     failed["failures"] = [
-        {"turn_index": 0, "expectation_index": n % 5, "kind": "text_mismatch", "reason": REASON}
-        for n in range(40_000)
+        {"turn_index": 0, "expectation_index": n % 5, "kind": "text_mismatch", "reason": REASON} for n in range(40_000)
     ]
     failed["turns"] = [{"turn_index": n, "status": "failed", "duration_ms": n, "text": REASON} for n in range(5000)]
     assert upload(key_client(org), jsonl([failed])).status_code == 201
@@ -363,7 +359,9 @@ def test_one_scenario_ten_thousand_times_and_many_turns_are_judged(org, agent_ca
         for n in range(1, 201)
     ]
     _upload_ok(org, many, "v1")
-    _upload_ok(org, [{**r, "turns": [{**t, "duration_ms": t["duration_ms"] + 2000} for t in r["turns"]]} for r in many], "v2")
+    _upload_ok(
+        org, [{**r, "turns": [{**t, "duration_ms": t["duration_ms"] + 2000} for t in r["turns"]]} for r in many], "v2"
+    )
     _upload_ok(org, [{"scenario": "s/y", "attempt": n, "passed": True} for n in range(1, 10_001)], "v1")
     _upload_ok(org, [{"scenario": "s/y", "attempt": n, "passed": n > 1} for n in range(1, 10_001)], "v2")
     started = time.monotonic()
@@ -384,7 +382,9 @@ def test_a_side_of_only_skipped_or_errored_runs_neither_crashes_nor_passes(org, 
     page = _browser(org, "viewer").get("/evals/support/gate/?candidate=v2-skip&baseline=v1")
     assert page.status_code == 200 and 'data-verdict="insufficient"' in page.content.decode()
     # A run the harness could not make is a failure, not a pass: ten of them make the candidate worse.
-    errored = [{**record(attempt=n), "passed": False, "failures": [], "error": "bot never connected"} for n in range(1, 11)]
+    errored = [
+        {**record(attempt=n), "passed": False, "failures": [], "error": "bot never connected"} for n in range(1, 11)
+    ]
     _upload_ok(org, [record(attempt=n) for n in range(6, 11)], "v1")
     _upload_ok(org, errored, "v2-crash")
     body = gate_of(key_client(org, "read"), candidate="v2-crash", baseline="v1").json()
@@ -533,3 +533,22 @@ async def test_a_normal_raw_audio_message_keeps_its_numbers_and_its_sound_is_its
     data = json.loads(text)["data"]
     assert data == {"sampleRate": 16000, "numChannels": 1, "audio_not_stored": {"base64Audio": len(SOUND)}}
 
+
+# --- an agent named by the organization's agents API ---------------------------------------------------
+
+
+def test_an_agents_api_id_no_page_can_name_is_refused_not_a_500(org, httpx_mock):
+    """An upstream agents API may list an id with a slash (no path segment): the upload refuses it as no
+    agent of ours, as a bot's ?agent= does (rtvi_monitor/sessions/agent_link.py _storable), never a 500 from
+    the answer's gate URL; a plain id from the same API is taken."""
+    from tests.agents_samples import AGENT, BASE, KEY, URL
+
+    org.agents_api_base_url, org.agents_api_key = BASE, KEY
+    org.save()
+    slashed = {**AGENT, "id": "team/support", "name": "slashed"}
+    httpx_mock.add_response(url=URL, json={"services": [slashed, AGENT]}, is_reusable=True)
+    answer = upload(key_client(org), jsonl([record()]), agent="slashed")
+    assert answer.status_code == 400 and "No agent 'slashed'" in answer.json()["error"]
+    assert not EvalRun.objects.exists()
+    answer = upload(key_client(org), jsonl([record()]), agent=AGENT["name"])
+    assert answer.status_code == 201 and answer.json()["agent"] == AGENT["id"]
