@@ -51,7 +51,9 @@ class ServerTimingMiddleware(BothWaysMiddleware):
 # Paths whose view enforces a body limit of its own and answers it in its own words:
 # POST /v1/traces takes up to OTLP_MAX_BYTES, checked after its ingest token (rtvi_monitor/sessions/otlp.py).
 # PUT /ingest/audio/... takes up to AUDIO_MAX_CHUNK_BYTES, checked after its ingest token (rtvi_monitor/audio/views.py).
-OWN_BODY_LIMIT = ("/v1/traces",)
+# POST /api/evals/runs/ takes a results.jsonl of up to rtvi_monitor.evals.runs.MAX_BYTES, past Django's 2.5 MB (a long
+# suite's file, events_seen and all), checked after its key (rtvi_monitor/evals/api.py).
+OWN_BODY_LIMIT = ("/v1/traces", "/api/evals/runs/")
 OWN_BODY_LIMIT_PREFIXES = ("/ingest/audio/",)
 BODILESS_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 

@@ -39,7 +39,11 @@ def upload_run(request):
         deployment = runs.checked_name(deployment, "deployment (what the run tested)")
         label = runs.checked_name(label, "run") if label else ""
         who = audit.who(request)[0]
-        run, unlinked = runs.store(request.organization, agent[0], agent[1], deployment, label, who, request.body)
+        # Read here, not as request.body (Django's 2.5 MB DATA_UPLOAD_MAX_MEMORY_SIZE): a long suite's file is bigger.
+        data = request.read(runs.MAX_BYTES + 1)
+        if len(data) > runs.MAX_BYTES:
+            return json_error(f"The results file is over {runs.MAX_BYTES:,} bytes: split the run.", 413)
+        run, unlinked = runs.store(request.organization, agent[0], agent[1], deployment, label, who, data)
     except runs.Refused as refused:
         return StrictJsonResponse(
             {"error": "The results were not kept: " + refused.errors[0], "errors": refused.errors, "code": "400"},

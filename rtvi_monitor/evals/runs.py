@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from django.db.models import Q
 from rtvi_dashboard.evals import SESSION_FIELD
 from rtvi_dashboard.wire import TAG_RE, TAG_RULE
 
@@ -38,6 +39,7 @@ MAX_ERRORS = 20  # the lines an answer names; it says how many more
 MAX_FAILURES = 50  # per record: what a turn can fail of
 KINDS = ("script", "simulation")  # pipecat.evals.scenario.EvalKind
 _KIND_NAME = re.compile(r"^[a-z_]{1,40}\Z")
+_EVENT_NAME = re.compile(r"^<?[A-Za-z][A-Za-z0-9_.:-]{0,56}>?\Z")  # response, llm_started, <connect>, <judge>
 _NAME = re.compile(TAG_RE)  # the rule a bot's tags follow (its deployment, its eval run): one rule, the wire's
 
 
@@ -68,6 +70,12 @@ def _count(value, what: str, least: int = 0) -> int:
     return value
 
 
+def _event_name(value) -> str:
+    """An expectation's event as Pipecat names it (`response`, `<connect>`), or "": any other text is not kept
+    (a hostile or future file could put what was said there)."""
+    return value if isinstance(value, str) and _EVENT_NAME.match(value) else ""
+
+
 def _failure(item) -> dict:
     if not isinstance(item, dict):
         raise ValueError("each of 'failures' must be an object")
@@ -81,7 +89,7 @@ def _failure(item) -> dict:
     return {
         "turn_index": turn,
         "expectation_index": expectation,
-        "event_name": str(item.get("event_name", ""))[:60],
+        "event_name": _event_name(item.get("event_name")),
         "kind": kind,
     }
 
@@ -94,7 +102,7 @@ def _simulation_failures(record: dict) -> list[dict]:
         {
             "turn_index": 0,
             "expectation_index": -1,
-            "event_name": f"metric {str(m.get('name', ''))[:50]}",
+            "event_name": f"metric {_event_name(m.get('name'))}".strip(),
             "kind": m.get("failure_kind") if _KIND_NAME.match(str(m.get("failure_kind") or "")) else "judge_no",
         }
         for m in metrics
@@ -185,10 +193,21 @@ def parse(data: bytes) -> list[EvalResult]:
     return parsed.results
 
 
+def _eval_calls(run: EvalRun):
+    """The calls a run's results may link to: the organization's calls an eval run made (a bot tagged them
+    `?eval_run=`), of the run's agent or of none. Never a caller's call, whatever an upload names: its waits
+    would be the gate's, and the gate's page would open it as an eval's."""
+    return (
+        Session.objects.filter(organization_id=run.organization_id)
+        .exclude(eval_run="")
+        .filter(Q(agent_key=run.agent_key) | Q(agent_key=""))
+    )
+
+
 def _link_named(run: EvalRun, results: list[EvalResult]) -> list[EvalResult]:
     """Link the results whose record names its call (SESSION_FIELD) to it; the others, left to link by order."""
     named = {r.named_session for r in results if getattr(r, "named_session", None)}
-    found = {s.session_id: s for s in Session.objects.filter(organization_id=run.organization_id, session_id__in=named)}
+    found = {s.session_id: s for s in _eval_calls(run).filter(session_id__in=named)}
     rest = []
     for result in results:
         call = found.get(getattr(result, "named_session", None) or "")
@@ -207,7 +226,8 @@ def link(run: EvalRun, results: list[EvalResult]) -> list[str]:
     if not run.label:
         return [f"{len(results)} results name no call, and the run has no label (--run) to find them by"]
     calls = (
-        Session.objects.filter(organization_id=run.organization_id, eval_run=run.label)
+        _eval_calls(run)
+        .filter(eval_run=run.label)
         .exclude(eval_results__isnull=False)  # a call already linked, by an earlier upload, is not one of these
         .order_by("started_at", "pk")
     )
@@ -276,7 +296,7 @@ def agent_named(organization, given: str) -> tuple[str, str, str] | None:
         return str(built_in.pk), built_in.name, str(built_in.active_deployment_id or "")
     listing = async_to_sync(agents_service.get_agents)(organization)
     record = listing.find(given) or next((a for a in listing.agents if a.name == given), None)
-    if record is not None and 0 < len(record.id) <= 100:
+    if record is not None and 0 < len(record.id) <= 100 and "/" not in record.id:  # a path segment, as a bot's
         return record.id, record.name[:200], record.active_deployment_id or ""
     return None
 

@@ -237,21 +237,42 @@ def _size(value: Any) -> int:
         return len(value)
     if isinstance(value, list):
         return sum(_size(item) for item in value)
+    if isinstance(value, dict):
+        return sum(_size(item) for item in value.values())
     return 0
+
+
+_AUDIO_ENVELOPE = ("label", "type", "id")  # kept when short
 
 
 def without_audio(checked: protocol.Validated) -> protocol.Validated:
     """A client's raw audio as it is stored: its numbers (rate, channels), and of its sound only how many
     characters it was sent as. A caller's voice is kept in one place, the call's recording, which an
-    organization opts into (rtvi_monitor/audio), never in its messages."""
-    if checked.type not in AUDIO_MESSAGE_TYPES or not isinstance(checked.message, dict):
+    organization opts into (rtvi_monitor/audio), never in its messages: wherever a message of that type holds
+    text (its data as a string or list, a key beside data, an id, a message too deep or too broken to read),
+    only its size stays."""
+    if checked.type not in AUDIO_MESSAGE_TYPES:
         return checked
-    data = checked.message.get("data")
-    if not isinstance(data, dict):
-        return checked
-    kept = {k: v for k, v in data.items() if v is None or isinstance(v, int | float | bool)}
-    kept["audio_not_stored"] = {k: _size(v) for k, v in data.items() if k not in kept}
-    return checked._replace(message={**checked.message, "data": kept})
+    if not isinstance(checked.message, dict):
+        raw = json.dumps({"type": checked.type, "audio_not_stored": len(checked.raw or "")})
+        return checked._replace(raw=raw)
+    message = checked.message
+    kept = {
+        k: v if v is None or isinstance(v, int | float | bool) or (isinstance(v, str) and len(v) <= 64) else _size(v)
+        for k, v in message.items()
+        if k in _AUDIO_ENVELOPE
+    }
+    not_stored = {k: _size(v) for k, v in message.items() if k not in (*_AUDIO_ENVELOPE, "data")}
+    data = message.get("data")
+    if isinstance(data, dict):
+        numbers = {k: v for k, v in data.items() if v is None or isinstance(v, int | float | bool)}
+        not_stored |= {k: _size(v) for k, v in data.items() if k not in numbers}
+        kept["data"] = {**numbers, "audio_not_stored": not_stored}
+    elif "data" in message:
+        kept["data"] = {"audio_not_stored": {"data": _size(data), **not_stored}}
+    elif not_stored:
+        kept["audio_not_stored"] = not_stored
+    return checked._replace(message=kept, raw=json.dumps(kept) if checked.raw else "")
 
 
 def redact(checked: protocol.Validated, redactor, keep: tuple[str, ...] = ()) -> tuple[protocol.Validated, dict | None]:
