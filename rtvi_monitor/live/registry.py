@@ -115,6 +115,7 @@ class Registry:
             organization_id=session.organization_id,
             session_id=session.session_id,
             agent_id=session.agent_key,
+            eval_run=bool(session.eval_run),
             state=state,
             held=HeldSeqs(held_seqs(stored)),
             max_seq=max((e["seq"] for e in stored), default=0),

@@ -56,6 +56,7 @@ class LiveSession:
     state: SessionState
     held: HeldSeqs = field(default_factory=HeldSeqs)
     agent_id: str = ""  # for the metrics' labels
+    eval_run: bool = False  # a call an eval run made: counted in no fleet metric (Session.objects.calls)
     max_seq: int = 0  # the dashboard's numbering: the last seq given to a row
     connections: int = 0
     last_summary_at: float = 0.0

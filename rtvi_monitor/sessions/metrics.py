@@ -27,7 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from dashboard.agents.models import Agent
 from dashboard.net import outbound
-from rtvi_monitor.core import figure_names
+from rtvi_monitor.core import contributions, figure_names
 from rtvi_monitor.core.protocol import CATALOG
 from rtvi_monitor.core.services import service_kind
 from rtvi_monitor.sessions.models import FAILED_ENDS, Session
@@ -48,6 +48,14 @@ TURN_LATENCY = Histogram(
     f"{figure_names.TURN_LATENCY.name}: {figure_names.TURN_LATENCY.meaning}",
     ["organization", "agent"],
     buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+CONTRIBUTION = Histogram(
+    "rtvi_turn_contribution_seconds",
+    "Each part of a turn's wait as the bot's own breakdown names it (Pipecat's UserBotLatencyObserver: a service's,"
+    " a setting's such as the VAD's stop time, the bot's, the pipeline's), by agent, part and its owner's kind",
+    ["organization", "agent", "part", "kind"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5),
     registry=REGISTRY,
 )
 TTFB = Histogram(
@@ -124,8 +132,8 @@ def record_batch(rows, turns_before: dict) -> None:
         results[
             (live.organization_id, "invalid" if not row.valid else "valid" if row.type in CATALOG else "unknown")
         ] += 1
-        if not row.valid or not isinstance(row.message, dict):
-            continue
+        if not row.valid or not isinstance(row.message, dict) or live.eval_run:
+            continue  # an eval run's call is counted as a message stored, never in the fleet's figures
         data = row.message.get("data")
         if row.type == "error" and isinstance(data, dict):
             ERRORS.labels(
@@ -139,6 +147,8 @@ def record_batch(rows, turns_before: dict) -> None:
                     processor = entry.get("processor")
                     key = (live.organization_id, processor if isinstance(processor, str) else None, model[:100])
                     ttfbs.setdefault(key, []).append(value)
+        elif row.type == contributions.LATENCY_TYPE and isinstance(data, dict):
+            _record_breakdown(live, data)
     for (organization_id, result), n in results.items():
         MESSAGES.labels(str(organization_id), result).inc(n)
     for (organization_id, processor, model), values in ttfbs.items():
@@ -146,10 +156,31 @@ def record_batch(rows, turns_before: dict) -> None:
         for value in values:
             histogram.observe(value)
     for live, position in turns_before.values():
+        if live.eval_run:
+            continue
         turns = live.state.turns
         for turn in turns.items[max(0, position - turns.dropped) :]:
             if turn["latency_ms"] is not None:
                 TURN_LATENCY.labels(str(live.organization_id), live.agent_id).observe(turn["latency_ms"] / 1000)
+
+
+MAX_PARTS = 64  # distinct part keys a process labels; past them a part is counted as "other" (a bot's keys are free)
+_parts_seen: set[str] = set()
+OWNER_KINDS = frozenset(("service", "setting", "bot", "pipeline"))  # Pipecat's LatencyOwnerKind
+
+
+def _record_breakdown(live, data: dict) -> None:
+    """A turn's latency breakdown (core/contributions.py, validated as it was stored): each part's seconds."""
+    if not contributions.of_a_turn(data):
+        return
+    for part in data["contributions"]:
+        key = part["key"]
+        if key not in _parts_seen and len(_parts_seen) < MAX_PARTS:
+            _parts_seen.add(key)
+        kind = part["owner_kind"] if part["owner_kind"] in OWNER_KINDS else "other"
+        CONTRIBUTION.labels(
+            str(live.organization_id), live.agent_id, key if key in _parts_seen else "other", kind
+        ).observe(part["duration_secs"])
 
 
 def record_audio_session(session, recording) -> None:

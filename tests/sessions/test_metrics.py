@@ -114,3 +114,43 @@ async def test_an_agents_api_agent_is_named_by_its_sessions(ingest_token, api_ke
     got = samples(response.content.decode())
     labels = (("agent", "agent-7f3a"), ("agent_name", "billing-bot"), ("end", "unknown"), ("failed", "false"))
     assert got[("rtvi_sessions_total", labels)] == 1
+
+
+async def test_each_part_of_a_turns_wait_is_a_series_by_part_and_kind(ingest_token, api_key, async_client):
+    from tests.core.test_contributions import TWO, breakdown
+
+    bot = bot_socket("parts", ingest_token)
+    assert (await bot.connect())[0]
+    await send(bot, wrap(1, breakdown(TWO, user_turn_secs=0.2)))
+    assert await receive(bot) == {"ack": 1}
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    got = samples(response.content.decode())
+    key = ("rtvi_turn_contribution_seconds_count", (("agent", ""), ("kind", "setting"), ("part", "endpointing_wait")))
+    assert got[key] == 1
+    assert got[
+        ("rtvi_turn_contribution_seconds_sum", (("agent", ""), ("kind", "service"), ("part", "llm_inference")))
+    ] == pytest.approx(0.3)
+    await bot.disconnect()
+
+
+async def test_an_eval_runs_call_is_a_message_stored_and_in_no_fleet_series(ingest_token, api_key, async_client):
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.asgi import application
+
+    bot = WebsocketCommunicator(
+        application,
+        "/ws/ingest/ci-call/?eval_run=ci-7",
+        headers=[(b"authorization", f"Bearer {ingest_token}".encode())],
+    )
+    assert (await bot.connect())[0]
+    for i, (direction, message) in enumerate(TURN, 1):
+        await send(bot, wrap(i, message, direction, sent_at=1_750_000_000.0 + i * 0.5))
+        await receive(bot)
+    response = await async_client.get("/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    got = samples(response.content.decode())
+    assert got[("rtvi_messages_ingested_total", (("result", "valid"),))] >= 5  # the process's load: counted
+    names = {name for name, _ in got}
+    assert not names & {"rtvi_errors_total", "rtvi_turn_latency_seconds_count", "rtvi_ttfb_seconds_count"}
+    assert ("rtvi_sessions_live", (("agent", ""),)) not in got
+    await bot.disconnect()
