@@ -24,7 +24,7 @@ class AlertRule(models.Model):
         NO_SESSIONS = "no_sessions_minutes", "an agent that usually has sessions has had none"
         AGENTS_API_DOWN = "agents_api_down", "the agents API has been failing"
         ENDED_BADLY = "ended_badly", "sessions ended badly (bot vanished, server restarted) at least threshold times"
-        DEPLOYMENT_REGRESSED = "deployment_regressed", "an agent's active deployment waits longer than the one before"
+        DEPLOYMENT_REGRESSED = "deployment_regressed", "an agent's active deployment is worse than the one before"
 
     class Severity(models.TextChoices):
         CRITICAL = "critical"

@@ -161,8 +161,9 @@ def levels_text(rule: AlertRule) -> str:
         )
     if rule.condition == C.DEPLOYMENT_REGRESSED:
         return (
-            f"fires when an agent's active deployment waits longer than the one before beyond the interval, once "
-            f"both have {MIN_CALLS} calls; resolves when no wait is worse"
+            f"fires when an agent's active deployment is worse than the one before (a wait beyond its interval, a share"
+            f" of calls with barge-ins, errors or bad ends beyond chance), once both have {MIN_CALLS} calls; resolves"
+            " when nothing is worse"
         )
     return f"fires when the agents API has failed for {window} min; resolves when it answers"
 
@@ -293,6 +294,21 @@ def _uuid(value: str | None) -> uuid.UUID | None:
         return None
 
 
+def _worse_words(row: dict) -> str:
+    """One worse row of the deployment comparison in words, with the calls it took."""
+    if row["change"]:
+        found = row["change"]
+        return (
+            f"{row['label'].lower()} p{row['q']} ({duration_text(found['a'])} to {duration_text(found['b'])},"
+            f" at least +{found['low']:.0f} ms; {found['calls'][1]} and {found['calls'][0]} calls)"
+        )
+    rate = row["rate"]
+    return (
+        f"{row['label'].lower()} ({rate['a']:.0%} to {rate['b']:.0%} of {rate['calls'][0]} and"
+        f" {rate['calls'][1]} calls)"
+    )
+
+
 def _deployment_regressed(rule: AlertRule, now: datetime, threshold, window: int, context: dict) -> list[Finding]:
     period = "24h" if window <= 24 * 60 else "7d"
     active = context.get("active_deployments", {}).get(rule.organization_id, {})
@@ -314,18 +330,14 @@ def _deployment_regressed(rule: AlertRule, now: datetime, threshold, window: int
         worse = [row for row in (change or {}).get("rows", ()) if row["verdict"] == "worse"]
         if not worse:
             continue
-        first = worse[0]
-        found = first["change"]
         summary = (
             f"{name or agent_id}: deployment {change['after']} is worse than {change['before']} on "
-            f"{first['label'].lower()} p{first['q']} ({duration_text(found['a'])} to {duration_text(found['b'])},"
-            f" at least +{found['low']:.0f} ms; {found['calls'][1]} and {found['calls'][0]} calls)"
-            + (f" and {len(worse) - 1} more" if len(worse) > 1 else "")
+            f"{_worse_words(worse[0])}" + (f" and {len(worse) - 1} more" if len(worse) > 1 else "")
         )
         figures = {
             "before": change["before"],
             "after": change["after"],
-            "worse": [{"figure": r["figure"], "q": r["q"], **r["change"]} for r in worse],
+            "worse": [{"figure": r["figure"], "q": r["q"], **(r["change"] or r["rate"])} for r in worse],
         }
         findings.append(Finding(agent_id, summary, figures, [], agent_id))
     return findings

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='alertrule',
             name='condition',
-            field=models.CharField(choices=[('fatal_error', 'a session had a fatal error'), ('error_rate', 'share of sessions with errors above threshold %'), ('turn_latency_p95_ms', "an agent's turn latency p95 above threshold ms"), ('no_sessions_minutes', 'an agent that usually has sessions has had none'), ('agents_api_down', 'the agents API has been failing'), ('ended_badly', 'sessions ended badly (bot vanished, server restarted) at least threshold times'), ('deployment_regressed', "an agent's active deployment waits longer than the one before")], max_length=32),
+            field=models.CharField(choices=[('fatal_error', 'a session had a fatal error'), ('error_rate', 'share of sessions with errors above threshold %'), ('turn_latency_p95_ms', "an agent's turn latency p95 above threshold ms"), ('no_sessions_minutes', 'an agent that usually has sessions has had none'), ('agents_api_down', 'the agents API has been failing'), ('ended_badly', 'sessions ended badly (bot vanished, server restarted) at least threshold times'), ('deployment_regressed', "an agent's active deployment is worse than the one before")], max_length=32),
         ),
     ]

@@ -206,6 +206,12 @@ def _pair(figures: dict, active: str | None) -> tuple[str, str] | None:
 
 
 PART = "part:"  # a breakdown part's values among a call's, beside the stages' (`part:llm_inference`)
+FLAGS = "flags"  # a call's yes-or-no figures among its values: a barge-in, errors, a bad end
+RATES = {
+    "barge_in": "Calls with a barge-in",
+    "errors": "Calls with errors",
+    "ended_badly": "Calls that ended badly",
+}
 MOST_PARTS = 8  # the parts compared: the most common both deployments' breakdowns name
 
 
@@ -236,6 +242,23 @@ def _verdict(change: dict | None) -> str:
     return "worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown"
 
 
+def _rate_row(flag: str, before: list[dict], after: list[dict], family: int, alpha: float = 0.05) -> dict:
+    """The share of calls with `flag` before and now, "worse" or "better" by Fisher's exact test each way at
+    alpha / family / 2 (the table's intervals' level, so the family's rate holds); at least MIN_CALLS a side."""
+    a = [call[FLAGS][flag] for call in before if call.get(FLAGS, {}).get(flag) is not None]
+    b = [call[FLAGS][flag] for call in after if call.get(FLAGS, {}).get(flag) is not None]
+    row = {"figure": f"rate:{flag}", "label": RATES[flag], "q": None, "change": None, "rate": None}
+    if len(a) < compare.MIN_CALLS or len(b) < compare.MIN_CALLS:
+        return {**row, "verdict": "too few calls"}
+    ka, kb = sum(a), sum(b)
+    worse_p = compare.fewer_passes_p(len(a) - ka, len(a), len(b) - kb, len(b))  # fewer calls without it
+    better_p = compare.fewer_passes_p(ka, len(a), kb, len(b))  # fewer calls with it
+    level = alpha / family / 2
+    verdict = "worse" if worse_p <= level else "better" if better_p <= level else "no difference shown"
+    rate = {"a": ka / len(a), "b": kb / len(b), "calls": [len(a), len(b)], "p": min(worse_p, better_p)}
+    return {**row, "rate": rate, "verdict": verdict}
+
+
 def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict | None:
     """Issue 37's comparison: each stage of the wait, the turn latency and each part of the bots' breakdowns
     (a setting's such as the VAD's stop time apart from the services'), at p50 and p95, of the active
@@ -247,14 +270,14 @@ def deployment_change(scope_key: str, figures: dict, active: str | None) -> dict
     if pair is None:
         return None
     before, after = pair
-    key = f"{scope_key}:change:v2:" + hashlib.sha256(f"{before}\n{after}".encode()).hexdigest()
+    key = f"{scope_key}:change:v3:" + hashlib.sha256(f"{before}\n{after}".encode()).hexdigest()
     found = cache.get(key)
     if found is not None:
         return found
     calls = figures.get("calls_by_deployment") or {}
     names = _compared(calls, before, after)
-    family = len(names) * len(COMPARED_PERCENTILES)
-    rows = []
+    family = len(names) * len(COMPARED_PERCENTILES) + len(RATES)
+    rows = [_rate_row(flag, calls.get(before, []), calls.get(after, []), family) for flag in RATES]
     for name in names:
         a = [values.get(name) or [] for values in calls.get(before, [])]
         b = [values.get(name) or [] for values in calls.get(after, [])]
@@ -296,7 +319,15 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
         total = sessions.count()
         rows = list(
             sessions.order_by("-started_at", "-pk").values_list(
-                "pk", "session_id", "status", "deployment_id", "event_count", "started_at"
+                "pk",
+                "session_id",
+                "status",
+                "deployment_id",
+                "event_count",
+                "started_at",
+                "error_count",
+                "fatal",
+                "end_kind",
             )[: settings.TURN_STATS_MAX_SESSIONS]
         )
         traced = set(
@@ -305,14 +336,19 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
             .distinct()
         )
         by_deployment: dict[str, list] = {}
+        calls_by_deployment: dict[str, list] = {}
         seen: dict[str, list] = {}
         summaries = []
-        for pk, session_id, status, deployment_id, event_count, started_at in rows:
+        for pk, session_id, status, deployment_id, event_count, started_at, errors, fatal, end_kind in rows:
             ended = status == Session.Status.ENDED
             summary_key = summary_cache_key(pk, event_count)
             summary = _session_summary(pk, session_id, organization.pk, ended, summary_key, session_id in traced)
             summaries.append(summary)
             by_deployment.setdefault(deployment_id, []).append(summary)
+            # As HAS_ERRORS counts a session with errors, and FAILED_ENDS one that ended badly.
+            flags = {"barge_in": summary["counts"]["barge_ins"] > 0, "errors": errors > 0 or fatal}
+            flags["ended_badly"] = None if not ended else end_kind in FAILED_ENDS
+            calls_by_deployment.setdefault(deployment_id, []).append({**call_values(summary), FLAGS: flags})
             span = seen.setdefault(deployment_id, [started_at, started_at])
             span[0], span[1] = min(span[0], started_at), max(span[1], started_at)
         deployments = [
@@ -332,7 +368,7 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
             "overall": turns.aggregate(summaries),
             "deployments": deployments,
             # Each deployment's calls, each its turns' values per figure: what deployment_change resamples.
-            "calls_by_deployment": {d: [call_values(item) for item in items] for d, items in by_deployment.items()},
+            "calls_by_deployment": calls_by_deployment,
         }
         cache.set(key, figures, settings.TURN_STATS_CACHE_SECONDS)
     for deployment in figures["deployments"]:

@@ -62,4 +62,4 @@ def test_a_deployment_that_waits_the_same_never_fires(org):
     agent_sessions(org, AGENT, "v1", "old", pairs, step=0.05, count=MIN_CALLS, age=timedelta(hours=3))
     agent_sessions(org, AGENT, "v2", "new", pairs, step=0.05, count=MIN_CALLS)
     assert evaluate(rule, "v2") == (0, 0)
-    assert alerts.levels_text(rule).startswith("fires when an agent's active deployment waits longer")
+    assert alerts.levels_text(rule).startswith("fires when an agent's active deployment is worse")

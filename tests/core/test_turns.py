@@ -1155,3 +1155,26 @@ def _now():
     from django.utils import timezone
 
     return timezone.now()
+
+
+@pytest.mark.django_db
+def test_the_comparison_says_when_more_calls_have_errors_or_end_badly_by_fishers_test(org, cloud, settings):
+    from rtvi_monitor.core.compare import MIN_CALLS
+    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
+
+    settings.TURN_STATS_CACHE_SECONDS = 0
+    pairs = samples.pipecat_conversation_pairs(2)
+    agent_sessions(org, cloud, OLD_DEPLOYMENT_ID, "old", pairs, step=0.05, count=MIN_CALLS, age=timedelta(hours=2))
+    agent_sessions(org, cloud, DEPLOYMENT_ID, "new", pairs, step=0.05, count=MIN_CALLS)
+    Session.objects.filter(deployment_id=OLD_DEPLOYMENT_ID).update(end_kind="bot_finished")
+    new = Session.objects.filter(deployment_id=DEPLOYMENT_ID)
+    new.update(end_kind="bot_finished")
+    new.filter(session_id__regex=r"new-[0-9]$|new-1[0-9]$").update(error_count=2, end_kind="fatal_error")  # 20 of 50
+    rows = {
+        r["figure"]: r for r in agent_turn_figures(org, cloud["id"], "24h", _now(), DEPLOYMENT_ID)["change"]["rows"]
+    }
+    assert rows["rate:errors"]["verdict"] == "worse", rows["rate:errors"]
+    assert rows["rate:errors"]["rate"]["b"] == pytest.approx(0.4)
+    assert rows["rate:ended_badly"]["verdict"] == "worse"
+    assert rows["rate:barge_in"]["verdict"] == "no difference shown"
