@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from rtvi_dashboard import DashboardClient
 from rtvi_dashboard.audio import AudioUploader, chunk_seconds_from_env
 from rtvi_dashboard.client import ControlRefused
+from rtvi_dashboard.latency import LATENCY_TYPE
 
 logger = logging.getLogger(__name__)
 
@@ -389,6 +390,7 @@ def token_count(text: str) -> int:
 AUDIO_RATE = 16000
 VOICES = {"user": "en-us+f3", "bot": "en-gb+m3"}  # espeak-ng voices: the caller's, the bot's
 SENTENCE_GAP = 0.25  # seconds of silence between the bot's sentences
+VAD_STOP_SECS = 0.2  # the demo bots' VAD stop time (Pipecat's default), a part of every turn's wait
 LOUD = 300  # espeak's leading and trailing samples quieter than this are trimmed
 MAX_PHRASES = 1000  # synthesized lines kept (the scripts have a few hundred)
 
@@ -745,6 +747,9 @@ class _Bot:
         self.persona, self.caller = persona, caller
         self.context_tokens = persona.system_tokens  # the prompt grows with the conversation
         self.segment_id = rng.randint(90, 200)  # Pipecat's are frame ids: increasing, unique in a session
+        # The turn's wait in parts, as Pipecat's UserBotLatencyObserver names them (the bot package forwards a real
+        # bot's): sent as the bot starts speaking, when the turn answers a caller (`breakdown`).
+        self.parts: list[tuple[str, str, str, float]] | None = None
 
     def llm_ttfb(self) -> float:
         return self.random.uniform(*LLM_TTFB[self.persona.latency])
@@ -757,9 +762,12 @@ class _Bot:
         says "mhm" and the bot speaks on. Returns whether it said all of it.
         """
         llm = self.persona.llm
+        # The VAD waited out its stop time before the turn was released (Pipecat's default stop_secs: 0.2).
+        self.parts = [("endpointing_wait", "setting", "config: VAD stop_secs", VAD_STOP_SECS)] if turn.user else None
         self.send(rtvi("bot-llm-started"))
         await self.clock.wait(ttfb)
         self.send(metric("ttfb", llm, ttfb))
+        self.part("llm_inference", "service", llm.processor, ttfb)
         reply = turn.reply
         if turn.function is not None:
             ttfb = await self.call_function(turn.function, ttfb, failing)
@@ -774,6 +782,7 @@ class _Bot:
             self.send(rtvi("bot-llm-text", {"text": token}))
             await self.clock.pause(0.025)
             if i == first_sentence:
+                self.part("text_aggregation", "pipeline", "pipecat", 0.025 * first_sentence)
                 await self.start_speaking(speech)
         self.llm_done(token_count(" ".join(reply)), ttfb + 0.025 * len(tokens))
         return await self.speak(reply, stop, speech, aside)
@@ -790,6 +799,7 @@ class _Bot:
         self.llm_done(self.random.randint(18, 40), ttfb + 0.2)
         called = {"tool_call_id": call_id, "function_name": function.name}
         self.send(rtvi("llm-function-call-in-progress", {**called, "arguments": function.args}))
+        self.part("function_call", "bot", function.name, 3.0 if failing else 0.5)
         if failing:
             reason = failure_text(self.random)
             await self.clock.pause(3.0)
@@ -803,7 +813,40 @@ class _Bot:
         ttfb = self.llm_ttfb()
         await self.clock.wait(ttfb)
         self.send(metric("ttfb", llm, ttfb))
+        self.part("llm_inference", "service", llm.processor, ttfb)
         return ttfb
+
+    def part(self, key: str, kind: str, owner: str, seconds: float) -> None:
+        if self.parts is not None:
+            self.parts.append((key, kind, owner, seconds))
+
+    def breakdown(self) -> None:
+        """The turn's wait in parts, as the bot package sends a real bot's (rtvi_dashboard/latency.py): from the
+        caller's silence to the bot speaking, what waited on what."""
+        if not self.parts:
+            return
+        merged: dict[tuple[str, str, str], float] = {}
+        for key, kind, owner, seconds in self.parts:
+            merged[(key, kind, owner)] = merged.get((key, kind, owner), 0.0) + seconds
+        # Since the turn was released, on the call's clock (a sped-up demo's seconds are shorter): the same for
+        # the same seed, as every message of a session is.
+        waited = sum(s for (key, _, _), s in merged.items() if key != "endpointing_wait") / self.clock.speed
+        parts, start = [], 0.0
+        for (key, kind, owner), seconds in merged.items():
+            label = key.replace("_", " ")
+            parts.append({"key": key, "label": label, "owner": owner, "owner_kind": kind,
+                          "start_secs": round(start, 6), "duration_secs": round(seconds, 6)})  # fmt: skip
+            start += seconds
+        data = {
+            "v": 1,
+            "measured_from": "user_silence",
+            "total_secs": round(start, 6),
+            "user_turn_secs": VAD_STOP_SECS,
+            "released_ago_secs": round(waited, 6),
+            "contributions": parts,
+        }
+        self.send(rtvi(LATENCY_TYPE, data))
+        self.parts = None
 
     def llm_done(self, completion_tokens: int, seconds: float) -> None:
         """One LLM call is over: its usage, its processing time; its answer joins the context."""
@@ -820,7 +863,9 @@ class _Bot:
         self.send(rtvi("bot-tts-started"))
         await self.clock.wait(ttfb)
         self.send(metric("ttfb", tts, ttfb))
+        self.part("speech_synthesis", "service", tts.processor, ttfb)
         self.send(rtvi("bot-started-speaking"))
+        self.breakdown()
         if speech:
             gap = array("h", bytes(2 * round(SENTENCE_GAP * AUDIO_RATE)))
             reply = array("h")
