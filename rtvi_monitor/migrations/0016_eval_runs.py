@@ -16,12 +16,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='session',
             name='eval_run',
-            field=models.CharField(blank=True, db_index=True, max_length=100),
+            field=models.CharField(blank=True, db_default="", db_index=True, default="", max_length=100),
         ),
         migrations.AddField(
             model_name='session',
             name='eval_scenario',
-            field=models.CharField(blank=True, max_length=200),
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
         migrations.CreateModel(
             name='EvalRun',

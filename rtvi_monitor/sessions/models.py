@@ -84,8 +84,8 @@ class Session(models.Model):
     deployment_id = models.CharField(max_length=100, blank=True)
     # A call made by an eval run (`pipecat eval`), as its bot named it (`?eval_run=`, `?eval_scenario=`):
     # rtvi_monitor/evals/runs.py links the run's uploaded results to these sessions. Blank for real calls.
-    eval_run = models.CharField(max_length=100, blank=True, db_index=True)
-    eval_scenario = models.CharField(max_length=200, blank=True)
+    eval_run = models.CharField(max_length=100, blank=True, default="", db_default="", db_index=True)
+    eval_scenario = models.CharField(max_length=200, blank=True, default="", db_default="")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.LIVE, db_index=True)
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)

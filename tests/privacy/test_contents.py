@@ -41,6 +41,7 @@ HOLD_NO_WORDS = {
     "dashboard.Deployment": "an agent's deployment manifest, written by its owners",
     "rtvi_monitor.AlertDelivery": "last_error is the channel's answer (a status, a refusal); what it sends is built "
     "from the alert, which holds no words",
+    "dashboard.LatencyBudget": "an agent's latency budget: milliseconds, by part key of its bots' breakdowns",
     "rtvi_monitor.EvalResult": "an eval result keeps what passed and failed (a failure's kind, turn, expectation and "
     "event name; never its reason, which quotes the bot) and points at the call the run made, whose words are there",
     "rtvi_monitor.SessionCaller": "a keyed hash of the caller's id (models.caller_key), no words: kept with the call's "
