@@ -16,6 +16,9 @@ yes or no; `refusal` says why not, in a sentence a person can act on.
     audio.listen       operator or the   read     a call's recording (the player, waveform, WAV download);
                        audio_role                 Settings → Recording may raise it to admin
     calls.control      operator          write    end a live call, send text into it
+    reviews.read       viewer            read     calls' review marks: verdicts, reasons, counts, queues, the bad
+                                                  share (a mark's note is call contents: sessions.contents)
+    reviews.write      operator          write    mark a call or a turn, make, assign or delete a review queue
     agents.read        viewer            read     the agents pages and /api/agents/ (log lines: contents)
     agents.api         no                read     the built-in agents API, /v1/agents (Pipecat Cloud's)
     alerts.read        viewer            read     alerts and rules (webhook addresses masked)
@@ -73,6 +76,9 @@ ACTIONS: dict[str, Action] = {
         # Scenarios hold the caller's words (their turns' text): an operator's, as call contents are.
         Action("evals.read", Role.OPERATOR, "read", "see calls saved as eval scenarios"),
         Action("evals.write", Role.OPERATOR, "write", "save calls as eval scenarios"),
+        # A mark's verdict and reasons are no words; its note is, and is shown by `sessions.contents` alone.
+        Action("reviews.read", Role.VIEWER, "read", "see calls' reviews (verdicts, reasons, counts)"),
+        Action("reviews.write", Role.OPERATOR, "write", "mark calls and make review queues"),
         Action("agents.read", Role.VIEWER, "read", "see the agents"),
         Action("agents.api", None, "read", "use the agents API (/v1)"),
         Action("alerts.read", Role.VIEWER, "read", "see alerts"),
