@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry
+from dashboard.web.http import whole_number
 from rtvi_monitor.reviews.models import LABEL_MAX, NOTE_MAX, Review, ReviewReason, Verdict
 
 DEFAULT_REASONS = (
@@ -38,7 +39,10 @@ def reasons_of(organization, active_only: bool = False) -> list[ReviewReason]:
     found = ReviewReason.objects.filter(organization=organization)
     if not found.exists():
         ReviewReason.objects.bulk_create(
-            [ReviewReason(organization=organization, label=label, position=i) for i, label in enumerate(DEFAULT_REASONS)],
+            [
+                ReviewReason(organization=organization, label=label, position=i)
+                for i, label in enumerate(DEFAULT_REASONS)
+            ],
             ignore_conflicts=True,  # two first uses at once make one list
         )
     if active_only:
@@ -57,10 +61,9 @@ class Mark:
 def turn_of(raw, session) -> int | None:
     if raw in (None, "", "call"):
         return None
-    try:
-        turn = int(str(raw).strip())
-    except ValueError:
-        raise Refused("The turn must be a turn's number, or empty for the whole call.") from None
+    turn = whole_number(str(raw).strip()) if not isinstance(raw, bool) else None
+    if turn is None:
+        raise Refused("The turn must be a turn's number, or empty for the whole call.")
     if not 1 <= turn <= session.turn_count:
         raise Refused(f"This call has {session.turn_count} turns: there is no turn {turn} to mark.")
     return turn
@@ -69,10 +72,10 @@ def turn_of(raw, session) -> int | None:
 def _reasons(raw_ids, organization) -> tuple[ReviewReason, ...]:
     ids = []
     for raw in raw_ids:
-        try:
-            ids.append(int(str(raw)))
-        except ValueError:
-            raise Refused("A reason must be one of the organization's reasons (its number).") from None
+        reason_id = whole_number(str(raw)) if not isinstance(raw, bool) else None
+        if reason_id is None:
+            raise Refused("A reason must be one of the organization's reasons (its number).")
+        ids.append(reason_id)
     found = {r.pk: r for r in ReviewReason.objects.filter(organization=organization, active=True, pk__in=ids)}
     if len(found) != len(set(ids)):
         raise Refused("A reason given is not one of the organization's reasons in use.")
@@ -226,15 +229,17 @@ def change_reasons(request, organization, form) -> None:
     if changed:
         labels = [r.label for r in reasons_of(organization, active_only=True)]
         audit.record(
-            organization, AuditEntry.Action.REVIEW_REASONS_CHANGED, "reasons", request=request, change=changed, now=labels
+            organization,
+            AuditEntry.Action.REVIEW_REASONS_CHANGED,
+            "reasons",
+            request=request,
+            change=changed,
+            now=labels,
         )
 
 
 def _id(raw) -> int | None:
-    try:
-        return int(str(raw))
-    except ValueError:
-        return None
+    return whole_number(str(raw))
 
 
 def _check_label(label: str, others) -> None:

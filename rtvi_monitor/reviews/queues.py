@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry, Membership
+from dashboard.web.http import whole_number
 from rtvi_monitor.reviews.marks import Refused
 from rtvi_monitor.reviews.models import NAME_MAX, Review, ReviewQueue
 from rtvi_monitor.sessions.models import HAS_ERRORS, EndKind, Session
@@ -110,11 +111,9 @@ def member_of(organization, raw) -> object | None:
     """The member of the organization whose user id `raw` is; None for "" (nobody); Refused for anyone else."""
     if raw in (None, ""):
         return None
-    try:
-        user_id = int(str(raw))
-    except ValueError:
-        raise Refused("Assign the queue to a member of the organization.") from None
-    found = Membership.objects.filter(organization=organization, user_id=user_id).select_related("user").first()
+    user_id = whole_number(str(raw))
+    members = Membership.objects.filter(organization=organization, user_id=user_id).select_related("user")
+    found = None if user_id is None else members.first()
     if found is None:
         raise Refused("Assign the queue to a member of the organization.")
     return found.user
@@ -172,8 +171,9 @@ def members_of(organization) -> list:
 
 def own_queue(organization, pk) -> ReviewQueue:
     """The organization's queue, or LookupError: another organization's is told apart from none by nothing."""
-    queue = ReviewQueue.objects.filter(organization=organization, pk=pk).select_related("assignee").first()
+    pk = whole_number(str(pk))  # a URL's digits may be more than an id holds
+    found = ReviewQueue.objects.filter(organization=organization, pk=pk).select_related("assignee")
+    queue = None if pk is None else found.first()
     if queue is None:
         raise LookupError(f"No review queue {pk} in your organization.")
     return queue
-

@@ -146,7 +146,9 @@ def session_reviews_json(request, session_id):
             if data.get("remove") is True:
                 removed = marks.unmark(request, session, reviewer, marks.turn_of(data.get("turn"), session))
                 return StrictJsonResponse({"removed": removed})
-            change, review = marks.mark(request, session, reviewer, marks.read_mark(data, request.organization, session))
+            change, review = marks.mark(
+                request, session, reviewer, marks.read_mark(data, request.organization, session)
+            )
         except Refused as refused:
             return json_error(str(refused), 400)
         return StrictJsonResponse({"change": change, "mark": marks.as_json(review, sees_notes)})

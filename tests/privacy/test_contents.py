@@ -41,8 +41,8 @@ HOLD_NO_WORDS = {
     "dashboard.Deployment": "an agent's deployment manifest, written by its owners",
     "rtvi_monitor.AlertDelivery": "last_error is the channel's answer (a status, a refusal); what it sends is built "
     "from the alert, which holds no words",
-    "rtvi_monitor.ReviewQueue": "a saved filter of calls: its name and filter (agent and deployment ids, end kinds) are "
-    "the organization's own words, it names no call (rtvi_monitor/reviews/queues.py)",
+    "rtvi_monitor.ReviewQueue": "a saved filter of calls: its name and filter (agent and deployment ids, end kinds) "
+    "are the organization's own words, it names no call (rtvi_monitor/reviews/queues.py)",
     "rtvi_monitor.SessionCaller": "a keyed hash of the caller's id (models.caller_key), no words: kept with the call's "
     "row so that a caller's erase still finds it, deleted with the row",
 }

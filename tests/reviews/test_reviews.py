@@ -96,7 +96,12 @@ def test_an_operator_marks_the_call_bad_with_two_reasons_and_it_is_audited_witho
     assert (review.agent_key, review.deployment_id, review.session_key) == ("support", "dep-1", "call-7")
     (entry,) = review_entries(org)
     assert entry.target == "call-7" and entry.actor == "op"
-    assert entry.detail == {"change": "new", "turn": "whole call", "verdict": "bad", "reasons": ["wrong answer", "too slow"]}
+    assert entry.detail == {
+        "change": "new",
+        "turn": "whole call",
+        "verdict": "bad",
+        "reasons": ["wrong answer", "too slow"],
+    }
     assert "4111" not in json.dumps(entry.detail) and "4111" not in entry.summary
     html = operator.get("/sessions/call-7/").content.decode()
     assert NOTE in html and "wrong answer, too slow" in html and "Remove my mark" in html
@@ -108,7 +113,12 @@ def test_marking_again_replaces_the_mark_and_says_changed(org, operator):
     review = Review.objects.get()
     assert review.verdict == "good" and review.note == "fine after all" and not review.reasons.exists()
     assert [e.detail["change"] for e in review_entries(org)] == ["new", "changed"]
-    assert review_entries(org)[1].detail == {"change": "changed", "turn": "whole call", "verdict": "good", "reasons": []}
+    assert review_entries(org)[1].detail == {
+        "change": "changed",
+        "turn": "whole call",
+        "verdict": "good",
+        "reasons": [],
+    }
 
 
 def test_a_turn_is_marked_apart_from_the_call_and_each_reviewer_has_their_own(org, operator):

@@ -97,7 +97,7 @@ def test_the_pure_share_counts_each_call_once_by_its_latest_mark(given_marks):
     start = timezone.now()
     rows = share.shares(share.CallMark(key, "a", "d", start, verdict, (n,)) for key, verdict, n in given_marks)
     latest = {}
-    for key, verdict, n in sorted(given_marks, key=lambda t: t[2]):
+    for key, verdict, _ in sorted(given_marks, key=lambda t: t[2]):
         latest[key] = verdict
     if not latest:
         assert rows == []
