@@ -153,7 +153,10 @@ def session_reviews_json(request, session_id):
             return json_error(str(refused), 400)
         return StrictJsonResponse({"change": change, "mark": marks.as_json(review, sees_notes)})
     reasons = [{"id": r.pk, "label": r.label, "active": r.active} for r in marks.reasons_of(request.organization)]
-    shown = [marks.as_json(review, sees_notes) for review in marks.marks_of(session)]
+    found = marks.marks_of(session)
+    shown = [marks.as_json(review, sees_notes) for review in found]
+    if sees_notes and any(review.note for review in found):  # a note is the call's contents: its read is audited
+        audit.record_read(session.organization, session.session_id, "review notes", request=request)
     return StrictJsonResponse({"session_id": session.session_id, "marks": shown, "reasons": reasons})
 
 

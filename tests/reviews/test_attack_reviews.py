@@ -227,3 +227,31 @@ def test_two_members_in_two_organizations_with_the_same_session_id_see_only_thei
     assert theirs.get("/api/sessions/call-7/reviews/").json()["marks"] == []
     make_member(other_org, "globex-viewer", "viewer")
     assert "ours only" not in json.dumps(keyed(other_org, "read").get("/api/reviews/").json())
+
+
+def test_the_reason_form_changes_no_reason_of_another_organization(org, other_org, operator):
+    theirs = signed_in(other_org, "operator", "globex")
+    call(other_org, "their-call")
+    theirs.get("/sessions/their-call/")
+    their_reason = ReviewReason.objects.filter(organization=other_org).first()
+    admin = signed_in(org, "admin", "boss")
+    form = {f"rename-{their_reason.pk}": "pwned", "retire": str(their_reason.pk), "restore": str(their_reason.pk)}
+    assert admin.post("/reviews/reasons/", form).status_code == 302
+    their_reason.refresh_from_db()
+    assert their_reason.label != "pwned" and their_reason.active
+    assert not review_entries(org) and not review_entries(other_org)
+
+
+def test_reading_notes_through_the_api_is_a_read_of_the_calls_contents_in_the_audit_log(org, operator):
+    operator.post("/sessions/call-7/review/", mark_form(org))
+    reader = keyed(org, "read")
+    assert reader.get("/api/sessions/call-7/reviews/").json()["marks"][0]["note"]
+    reads = AuditEntry.objects.filter(
+        organization=org, action=AuditEntry.Action.SESSION_READ, actor__startswith="API key"
+    )
+    assert reads.count() == 1 and reads.get().detail == {"via": "review notes"}
+    viewer = signed_in(org, "viewer", "watcher")
+    viewer.get("/api/sessions/call-7/reviews/")  # no note shown: no read of contents
+    assert not AuditEntry.objects.filter(
+        organization=org, action=AuditEntry.Action.SESSION_READ, actor="watcher"
+    ).exists()
