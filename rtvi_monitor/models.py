@@ -2,7 +2,7 @@
 
 sessions/models.py: sessions, their stored messages, callers, spans and redaction rules;
 live/models.py: ingest tokens, server processes, leases; alerts/models.py; audio/models.py; evals/models.py
-(calls saved as eval scenarios).
+(calls saved as eval scenarios); reviews/models.py (marks on calls, reasons, queues).
 """
 
 from rtvi_monitor.alerts.models import Alert, AlertChannel, AlertDelivery, AlertNote, AlertRule
@@ -10,6 +10,7 @@ from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.evals.models import EvalResult, EvalRun, Scenario
 from rtvi_monitor.live.models import IngestToken, Lease, ServerProcess
 from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.reviews.models import Review, ReviewQueue, ReviewReason
 from rtvi_monitor.sessions.models import Event, Session, SessionCaller, Span
 
 __all__ = [
@@ -25,6 +26,9 @@ __all__ = [
     "IngestToken",
     "Lease",
     "RedactionRule",
+    "Review",
+    "ReviewQueue",
+    "ReviewReason",
     "Scenario",
     "ServerProcess",
     "Session",

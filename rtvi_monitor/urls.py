@@ -3,12 +3,19 @@ from django.urls import path
 from rtvi_monitor.audio import views as audio_views
 from rtvi_monitor.evals import api as eval_api
 from rtvi_monitor.evals import views as eval_views
+from rtvi_monitor.reviews import views as review_views
 from rtvi_monitor.sessions import api, views
 
 urlpatterns = [
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/<str:session_id>/", views.session_detail, name="session_detail"),
     path("sessions/<str:session_id>/scenario/", eval_views.scenario_from_call, name="eval_scenario_from_call"),
+    path("sessions/<str:session_id>/review/", review_views.session_review, name="session_review"),
+    path("reviews/", review_views.review_home, name="review_home"),
+    path("reviews/queues/<int:pk>/", review_views.queue_detail, name="review_queue"),
+    path("reviews/reasons/", review_views.review_reasons, name="review_reasons"),
+    path("api/reviews/", review_views.reviews_json, name="api_reviews"),
+    path("api/sessions/<str:session_id>/reviews/", review_views.session_reviews_json, name="api_session_reviews"),
     path("evals/<str:agent_key>/", eval_views.suite_page, name="eval_suite"),
     path("evals/<str:agent_key>/suite.zip", eval_views.suite_download, name="eval_suite_download"),
     path("evals/<str:agent_key>/gate/", eval_views.gate_page, name="eval_gate_page"),

@@ -20,6 +20,9 @@ yes or no; `refusal` says why not, in a sentence a person can act on.
     evals.write        operator          write    save and delete them
     evals.upload       operator          write    upload an eval run's results.jsonl (a CI step's key)
     evals.gate         viewer            read     eval runs' figures and the deploy gate's verdict
+    reviews.read       viewer            read     calls' review marks: verdicts, reasons, counts, queues, the bad
+                                                  share (a mark's note is call contents: sessions.contents)
+    reviews.write      operator          write    mark a call or a turn, make, assign or delete a review queue
     agents.read        viewer            read     the agents pages and /api/agents/ (log lines: contents)
     agents.api         no                read     the built-in agents API, /v1/agents (Pipecat Cloud's)
     alerts.read        viewer            read     alerts and rules (webhook addresses masked)
@@ -81,6 +84,9 @@ ACTIONS: dict[str, Action] = {
         # them; the gate's verdict and table are figures, as an agent's page is.
         Action("evals.upload", Role.OPERATOR, "write", "upload eval runs' results"),
         Action("evals.gate", Role.VIEWER, "read", "see eval runs and the deploy gate"),
+        # A mark's verdict and reasons are no words; its note is, and is shown by `sessions.contents` alone.
+        Action("reviews.read", Role.VIEWER, "read", "see calls' reviews (verdicts, reasons, counts)"),
+        Action("reviews.write", Role.OPERATOR, "write", "mark calls and make review queues"),
         Action("agents.read", Role.VIEWER, "read", "see the agents"),
         Action("agents.api", None, "read", "use the agents API (/v1)"),
         Action("alerts.read", Role.VIEWER, "read", "see alerts"),

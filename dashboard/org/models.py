@@ -456,6 +456,11 @@ class AuditEntry(models.Model):
         SESSION_ENDED = "session_ended", "ended a live session"
         SESSION_TEXT_SENT = "session_text_sent", "sent text into a live session"
         INVITATION_REVOKED = "invitation_revoked", "revoked an invitation"
+        REVIEW_MARKED = "review_marked", "marked a call in review"
+        REVIEW_QUEUE_MADE = "review_queue_made", "made a review queue"
+        REVIEW_QUEUE_ASSIGNED = "review_queue_assigned", "assigned a review queue"
+        REVIEW_QUEUE_DELETED = "review_queue_deleted", "deleted a review queue"
+        REVIEW_REASONS_CHANGED = "review_reasons_changed", "changed the review reasons"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     at = models.DateTimeField(default=timezone.now)

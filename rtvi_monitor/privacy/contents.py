@@ -38,6 +38,7 @@ from dashboard.org.models import AuditEntry
 from rtvi_monitor.alerts.models import Alert, AlertNote
 from rtvi_monitor.audio.models import AudioChunk, SessionAudio
 from rtvi_monitor.evals.models import Scenario
+from rtvi_monitor.reviews.models import Review
 from rtvi_monitor.sessions.models import Event, Session, Span
 
 logger = logging.getLogger(__name__)
@@ -176,6 +177,16 @@ def _scenarios(sessions: list[Session]) -> int:
     return deleted
 
 
+def _reviews(sessions: list[Session]) -> int:
+    """Review marks' notes on the call or its turns (rtvi_monitor/reviews/models.py): the reviewer's words, which
+    may quote the caller. Blanked; the verdict and reasons (no words) stay, as does the mark when the call's row
+    goes (its agent, deployment and start were copied: the bad share still counts it)."""
+    changed = 0
+    for pks in _chunks([s.pk for s in sessions]):
+        changed += Review.objects.filter(session_id__in=pks).exclude(note="").update(note="")
+    return changed
+
+
 PLACES: tuple[Place, ...] = (
     Place("caches", "turn summaries, replayed turns, recording analyses", _caches),
     Place("platform", "the agents API's record and log lines of the session, cached", _platform),
@@ -186,6 +197,7 @@ PLACES: tuple[Place, ...] = (
     Place("alerts", "old alerts' quoted errors, members' notes on alerts naming it", _alerts, (Alert, AlertNote)),
     Place("audit", "words in the details of audit entries about it", _audit, (AuditEntry,)),
     Place("evals", "eval scenarios made of the call: the caller's turns, edited", _scenarios, (Scenario,)),
+    Place("reviews", "review marks' notes on the call and its turns", _reviews, (Review,)),
 )
 
 

@@ -15,6 +15,7 @@ from dashboard.org import audit
 from dashboard.web.http import BadParam, Query, whole_number
 from rtvi_monitor.audio.comparison import audio_summary
 from rtvi_monitor.audio.models import SessionAudio
+from rtvi_monitor.reviews.marks import session_panel
 from rtvi_monitor.sessions.models import FAILED_ENDS, EndKind, Session
 from rtvi_monitor.sessions.queries import filter_sessions, organization_session
 
@@ -153,11 +154,19 @@ def _page_url(params, **cursor: str) -> str:
 @member_required("sessions.figures")
 def session_detail(request, session_id):
     session = organization_session(request.organization, session_id)
+    # The review card (rtvi_monitor/reviews/marks.py): a note only to those who read the call's contents.
+    reviews = session_panel(
+        session,
+        reviewer_name=audit.who(request)[0],
+        sees_notes=request.can.sessions_contents,
+        may_mark=request.can.reviews_write,
+    )
     if not request.sees_contents:
         # A viewer: the call's figures, server-rendered, and no socket (which carries its contents).
         recording = SessionAudio.objects.filter(session=session).first()
         heard = audio_summary(recording, session) if recording else None
-        return render(request, "sessions/session_figures.html", {"session": session, "heard": heard})
+        context = {"session": session, "heard": heard, "reviews": reviews}
+        return render(request, "sessions/session_figures.html", context)
     audit.record_read(session.organization, session.session_id, "page", request=request)
     # The recording's figures are every member's; its sound (the player, the waveform, the file) only the
     # listeners' (access.py `audio.listen`, as for the API). A page without the URLs has no player and asks
@@ -182,5 +191,6 @@ def session_detail(request, session_id):
                 # The end kinds that failed (a red pill), for the state's end before the row says it.
                 "failed_ends": sorted(FAILED_ENDS),
             },
+            "reviews": reviews,
         },
     )

@@ -26,6 +26,7 @@ PACKAGES = [
     "rtvi_monitor.audio",  # recordings: chunks, analysis, the player's data
     "rtvi_monitor.evals",  # calls turned into Pipecat eval scenarios, and agents' suites of them
     "rtvi_monitor.alerts",  # rules, firing, notification channels, the on-call workflow
+    "rtvi_monitor.reviews",  # operators' marks on calls and turns, reasons, review queues, the bad share
     "rtvi_monitor.privacy",  # every place a caller's words are kept; erase and retention walk it
     "rtvi_monitor.overview",  # the home page's figures: every agent's health over the fleet
     "dashboard.access",  # who may do what (the policy), how a request or a socket proves who it is, and

@@ -44,6 +44,8 @@ HOLD_NO_WORDS = {
     "dashboard.LatencyBudget": "an agent's latency budget: milliseconds, by part key of its bots' breakdowns",
     "rtvi_monitor.EvalResult": "an eval result keeps what passed and failed (a failure's kind, turn, expectation and "
     "event name; never its reason, which quotes the bot) and points at the call the run made, whose words are there",
+    "rtvi_monitor.ReviewQueue": "a saved filter of calls: its name and filter (agent and deployment ids, end kinds) "
+    "are the organization's own words, it names no call (rtvi_monitor/reviews/queues.py)",
     "rtvi_monitor.SessionCaller": "a keyed hash of the caller's id (models.caller_key), no words: kept with the call's "
     "row so that a caller's erase still finds it, deleted with the row",
 }
