@@ -21,6 +21,7 @@ from dashboard.web.http import BadParam
 from rtvi_monitor.evals import api, gate, runs, suite
 from rtvi_monitor.evals import scenario as scenarios
 from rtvi_monitor.evals.models import EvalResult, Scenario
+from rtvi_monitor.reviews import marks as review_marks
 from rtvi_monitor.sessions.models import Session
 from rtvi_monitor.sessions.queries import organization_session
 
@@ -104,7 +105,9 @@ def scenario_from_call(request, session_id):
     audit.record_read(session.organization, session.session_id, "scenario draft", request=request)
     errors: list[str] = []
     name = scenarios.slug(f"{session.agent_key or 'call'}-{session.session_id}")
-    note = ""
+    # What its reviewers marked it bad for (rtvi_monitor/reviews): shown beside the draft, and the note's start.
+    reviewed = review_marks.bad_reasons(session)
+    note = "; ".join(f"{where}: {', '.join(labels) or 'bad'}" for where, labels in reviewed)[:2000]
     if request.method == "POST":
         drafted, errors = edited(drafted, request.POST)
         name = scenarios.slug(request.POST.get("name", ""), "")
@@ -129,6 +132,7 @@ def scenario_from_call(request, session_id):
             "recorded": runs is not None,
             "max_wait": MAX_WAIT_SECONDS,
             "max_turns": scenarios.MAX_TURNS,
+            "reviewed": reviewed,
         },
         status=400 if errors else 200,
     )

@@ -182,6 +182,16 @@ def marks_of(session) -> list[Review]:
     return list(found.prefetch_related("reasons").order_by("turn", "-created_at", "-id"))
 
 
+def bad_reasons(session) -> list[tuple[str, list[str]]]:
+    """The call's marks that say it went wrong, as (where, reason labels): "the whole call" or "turn 3", for a
+    scenario drafted from it (rtvi_monitor/evals/views.py) to start from what its reviewers said."""
+    return [
+        ("the whole call" if review.turn is None else f"turn {review.turn}", [r.label for r in review.reasons.all()])
+        for review in marks_of(session)
+        if review.verdict == Verdict.BAD
+    ]
+
+
 def session_panel(session, *, reviewer_name: str, sees_notes: bool, may_mark: bool) -> dict:
     """The session page's review card: every mark (a note only when `sees_notes`), the form's reasons and turns
     when `may_mark`, and which marks are the reviewer's own (to change or remove)."""

@@ -374,3 +374,18 @@ def test_an_admin_changes_the_reason_list_audited_and_an_operator_may_not(org, o
     assert duplicate.status_code == 400 and "already has" in duplicate.content.decode()
     assert admin.post("/reviews/reasons/", {"add": "x" * 61}).status_code == 400
     assert len(review_entries(org)) == 3
+
+
+def test_a_call_marked_bad_becomes_a_scenario_that_starts_from_its_reviewers_reasons(org, operator):
+    """Issue 36: from review to test. The draft names the marks that said the call went wrong, and its note starts
+    from their reasons (the reviewer's own note stays on the mark: it is not copied)."""
+    operator.post("/sessions/call-7/review/", mark_form(org))
+    operator.post("/sessions/call-7/review/", mark_form(org, turn="1", labels=("cut the caller off",)))
+    operator.post("/sessions/call-7/review/", mark_form(org, turn="2", verdict="good", labels=()))
+    page = operator.get("/sessions/call-7/scenario/").content.decode()
+    assert 'data-testid="reviewed"' in page
+    assert "the whole call (wrong answer, too slow)" in page and "turn 1 (cut the caller off)" in page
+    assert "turn 2" not in page[page.index('data-testid="reviewed"') :][:400]  # a good mark is no reason
+    note = page[page.index('id="scenario-note"') :]
+    assert "the whole call: wrong answer, too slow; turn 1: cut the caller off" in note[:1000]
+    assert NOTE not in page
