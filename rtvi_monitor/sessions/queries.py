@@ -297,6 +297,55 @@ def summary_cache_key(session_pk: int, event_count: int) -> str:
     return f"turns:summary:v4:{session_pk}:{event_count}:{judged}"
 
 
+ROW_FIELDS = (
+    "pk", "session_id", "status", "deployment_id", "event_count", "started_at", "error_count", "fatal", "end_kind",
+)  # fmt: skip
+
+
+def _figures_of(organization, sessions, period: str) -> dict:
+    """The figures agent_turn_figures caches: the newest TURN_STATS_MAX_SESSIONS of `sessions`, each taken apart."""
+    from rtvi_monitor.sessions.models import Span
+
+    total = sessions.count()
+    rows = list(sessions.order_by("-started_at", "-pk").values_list(*ROW_FIELDS)[: settings.TURN_STATS_MAX_SESSIONS])
+    traced = set(
+        Span.objects.filter(organization=organization, conversation_id__in=[row[1] for row in rows])
+        .values_list("conversation_id", flat=True)
+        .distinct()
+    )
+    by_deployment: dict[str, list] = {}
+    calls_by_deployment: dict[str, list] = {}
+    seen: dict[str, list] = {}
+    summaries = []
+    for pk, session_id, status, deployment_id, event_count, started_at, errors, fatal, end_kind in rows:
+        ended = status == Session.Status.ENDED
+        summary_key = summary_cache_key(pk, event_count)
+        summary = _session_summary(pk, session_id, organization.pk, ended, summary_key, session_id in traced)
+        summaries.append(summary)
+        by_deployment.setdefault(deployment_id, []).append(summary)
+        # As HAS_ERRORS counts a session with errors, and FAILED_ENDS one that ended badly.
+        flags = {"barge_in": summary["counts"]["barge_ins"] > 0, "errors": errors > 0 or fatal}
+        flags["ended_badly"] = None if not ended else end_kind in FAILED_ENDS
+        calls_by_deployment.setdefault(deployment_id, []).append({**call_values(summary), FLAGS: flags})
+        span = seen.setdefault(deployment_id, [started_at, started_at])
+        span[0], span[1] = min(span[0], started_at), max(span[1], started_at)
+    deployments = [
+        {"deployment_id": deployment_id, "first_at": seen[deployment_id][0], "last_at": seen[deployment_id][1],
+         **turns.aggregate(items)}
+        for deployment_id, items in by_deployment.items()
+    ]  # fmt: skip
+    deployments.sort(key=lambda d: d["last_at"], reverse=True)
+    return {
+        "period": period,
+        "total": total,
+        "read": len(rows),
+        "overall": turns.aggregate(summaries),
+        "deployments": deployments,
+        # Each deployment's calls, each its turns' values per figure: what deployment_change resamples.
+        "calls_by_deployment": calls_by_deployment,
+    }
+
+
 def agent_turn_figures(organization, agent_key: str, period: str, now, active_deployment_id: str | None = None) -> dict:
     """An agent's turns over a period ("24h" or "7d"): interruption and backchannel rates, each stage's p50/p95,
     overall and per deployment (the one recorded when each session's bot connected), newest deployment first.
@@ -306,8 +355,6 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
     count, so a reopened one is read again), and the whole answer for TURN_STATS_CACHE_SECONDS. `period`
     is one of TURN_PERIODS (the agent page reads its `turns` parameter as a choice of them).
     """
-    from rtvi_monitor.sessions.models import Span
-
     judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"  # a new threshold, new figures
     scope = f"{organization.pk}\n{agent_key}\n{period}\n{settings.TURN_STATS_MAX_SESSIONS}\n{judged}"
     # v3: turn latency of spoken turns only; v4: what the waits are made of (the bots' breakdowns)
@@ -316,60 +363,7 @@ def agent_turn_figures(organization, agent_key: str, period: str, now, active_de
     if figures is None:
         since = now - TURN_PERIODS[period]
         sessions = Session.objects.calls().filter(organization=organization, agent_key=agent_key, started_at__gte=since)
-        total = sessions.count()
-        rows = list(
-            sessions.order_by("-started_at", "-pk").values_list(
-                "pk",
-                "session_id",
-                "status",
-                "deployment_id",
-                "event_count",
-                "started_at",
-                "error_count",
-                "fatal",
-                "end_kind",
-            )[: settings.TURN_STATS_MAX_SESSIONS]
-        )
-        traced = set(
-            Span.objects.filter(organization=organization, conversation_id__in=[row[1] for row in rows])
-            .values_list("conversation_id", flat=True)
-            .distinct()
-        )
-        by_deployment: dict[str, list] = {}
-        calls_by_deployment: dict[str, list] = {}
-        seen: dict[str, list] = {}
-        summaries = []
-        for pk, session_id, status, deployment_id, event_count, started_at, errors, fatal, end_kind in rows:
-            ended = status == Session.Status.ENDED
-            summary_key = summary_cache_key(pk, event_count)
-            summary = _session_summary(pk, session_id, organization.pk, ended, summary_key, session_id in traced)
-            summaries.append(summary)
-            by_deployment.setdefault(deployment_id, []).append(summary)
-            # As HAS_ERRORS counts a session with errors, and FAILED_ENDS one that ended badly.
-            flags = {"barge_in": summary["counts"]["barge_ins"] > 0, "errors": errors > 0 or fatal}
-            flags["ended_badly"] = None if not ended else end_kind in FAILED_ENDS
-            calls_by_deployment.setdefault(deployment_id, []).append({**call_values(summary), FLAGS: flags})
-            span = seen.setdefault(deployment_id, [started_at, started_at])
-            span[0], span[1] = min(span[0], started_at), max(span[1], started_at)
-        deployments = [
-            {
-                "deployment_id": deployment_id,
-                "first_at": seen[deployment_id][0],
-                "last_at": seen[deployment_id][1],
-                **turns.aggregate(items),
-            }
-            for deployment_id, items in by_deployment.items()
-        ]
-        deployments.sort(key=lambda d: d["last_at"], reverse=True)
-        figures = {
-            "period": period,
-            "total": total,
-            "read": len(rows),
-            "overall": turns.aggregate(summaries),
-            "deployments": deployments,
-            # Each deployment's calls, each its turns' values per figure: what deployment_change resamples.
-            "calls_by_deployment": calls_by_deployment,
-        }
+        figures = _figures_of(organization, sessions, period)
         cache.set(key, figures, settings.TURN_STATS_CACHE_SECONDS)
     for deployment in figures["deployments"]:
         deployment["active"] = bool(active_deployment_id) and deployment["deployment_id"] == active_deployment_id
