@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from django.db.models import Count, Max, Q
 
 from rtvi_monitor.core import compare
-from rtvi_monitor.core.diagnosis import STAGES
 from rtvi_monitor.evals.models import EvalResult
 from rtvi_monitor.sessions import queries
 from rtvi_monitor.sessions.models import Session
@@ -31,9 +30,8 @@ ALPHA = 0.05
 MIN_SLOWER_MS = 50
 MIN_SLOWER_SHARE = 0.10
 TURN = "turn"
-WAIT_NAMES = {TURN: "Scenario turn (the eval's own clock)", "latency": "Turn latency"} | {
-    stage: label for stage, _, _, label in STAGES
-}
+# The harness's own clock first, then the calls' figures under the names every page gives them (queries.LABELS).
+WAIT_NAMES = {TURN: "Scenario turn (the eval's own clock)", "latency": queries.LABELS["latency"]} | queries.LABELS
 
 
 @dataclass

@@ -17,7 +17,6 @@ scenario whose calls do not number its attempts is left unlinked, with the reaso
 
 import json
 import re
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ from dashboard.agents import service as agents_service
 from dashboard.agents.models import Agent
 from rtvi_monitor.core.protocol import SESSION_ID_RE
 from rtvi_monitor.evals.models import EvalResult, EvalRun, Scenario
+from rtvi_monitor.sessions.agent_link import as_uuid
 from rtvi_monitor.sessions.models import Session
 
 MAX_BYTES = 20 * 1024 * 1024  # a results.jsonl with events_seen for every failure of a long suite
@@ -303,17 +303,9 @@ def agent_named(organization, given: str) -> tuple[str, str, str] | None:
 
 def active_deployment(organization, agent_key: str) -> str:
     """The agent's active deployment as the agents API says now ("" when it cannot say)."""
-    built_in = Agent.objects.filter(organization=organization, pk=agent_key).first() if _is_uuid(agent_key) else None
+    built_in = Agent.objects.filter(organization=organization, pk=agent_key).first() if as_uuid(agent_key) else None
     if built_in is not None:
         return str(built_in.active_deployment_id or "")
     listing = async_to_sync(agents_service.get_agents)(organization)
     record = listing.find(agent_key)
     return (record.active_deployment_id or "") if record is not None else ""
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True

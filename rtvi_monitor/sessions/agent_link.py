@@ -27,7 +27,7 @@ class AgentLink:
     agent: Agent | None = None  # the built-in agent, when it is one
 
 
-def _as_uuid(value: str) -> uuid.UUID | None:
+def as_uuid(value: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
@@ -37,7 +37,7 @@ def _as_uuid(value: str) -> uuid.UUID | None:
 @database_sync_to_async
 def _built_in(organization, given: str) -> AgentLink | None:
     agents = Agent.objects.filter(organization=organization)
-    pk = _as_uuid(given)
+    pk = as_uuid(given)
     agent = (agents.filter(pk=pk).first() if pk else None) or agents.filter(name=given).first()
     if agent is None:
         return None

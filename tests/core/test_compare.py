@@ -51,10 +51,12 @@ def brute_u(a, b) -> float:
 def test_the_u_test_ranks_as_the_pairs_count_and_its_p_falls_as_b_grows(a, b):
     p = compare.slower_p(a, b)
     assert 0.0 <= p <= 1.0
-    # Its statistic is the pair count: the z it uses is a monotone function of brute_u.
-    shifted = compare.slower_p(a, [x + 100 for x in b])
-    assert shifted <= p + 1e-12
-    assert brute_u(a, [x + 100 for x in b]) == len(a) * len(b)
+    # Its statistic is the pair count (brute_u): B is called slower (p under a half) exactly when more than half
+    # the pairs, past the continuity correction, have B's value larger.
+    assert (p < 0.5) == (brute_u(a, b) - len(a) * len(b) / 2 > 0.5)
+    shifted = [x + 100 for x in b]  # every pair now has B larger
+    assert compare.slower_p(a, shifted) <= p + 1e-12
+    assert compare.slower_p(a, shifted) < 0.01 and compare.slower_p(shifted, a) > 0.99
 
 
 def test_too_few_values_are_no_verdict():
