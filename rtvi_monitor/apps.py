@@ -19,11 +19,14 @@ class RtviMonitorConfig(AppConfig):
 
 
 def subscribe() -> None:
-    """What the features hear of the live path: a session's end (rtvi_monitor/live/signals.py)."""
+    """What the features hear of the live path: a session's end (rtvi_monitor/live/signals.py): audio settles its
+    recording, and the call's turn figures are kept (rtvi_monitor/sessions/figures.py)."""
     from rtvi_monitor.audio import store as audio
     from rtvi_monitor.live.signals import session_ended
+    from rtvi_monitor.sessions import figures
 
     session_ended.connect(audio.settle_ended, dispatch_uid="rtvi_monitor.audio.settle_ended")
+    session_ended.connect(figures.keep, dispatch_uid="rtvi_monitor.sessions.figures.keep")
 
 
 def start_server() -> None:

@@ -18,7 +18,7 @@ from dashboard.web.http import BadParam, Query, default_first
 from rtvi_monitor.evals import gate as eval_gate
 from rtvi_monitor.overview.figures import agent_overview, budget_status, day_start
 from rtvi_monitor.sessions import platform_join
-from rtvi_monitor.sessions.queries import TURN_PERIODS, agent_turn_figures
+from rtvi_monitor.sessions.fleet import TURN_PERIODS, agent_turn_figures
 
 SESSIONS_PAGE = 25  # the platform's sessions shown at a time on an agent's page
 LOGS_PAGE = 100  # its log lines
@@ -37,6 +37,9 @@ class AgentPageParams:
     log_session: str = ""
     logs_offset: int = 0
     turns: str = "24h"
+    region: str = ""  # the turn figures' region ("": every region)
+    before: str = ""  # the deployments compared ("": the default pair, rtvi_monitor/sessions/fleet.py _pair)
+    after: str = ""
 
 
 # The platform's session filters, as its API takes them (dashboard/agents/pipecat_cloud.py), "all" first: the
@@ -57,6 +60,9 @@ def _agent_page_params(params) -> tuple[AgentPageParams, dict[str, str]]:
         "log_session": lambda: query.session_id("log_session"),
         "logs_offset": lambda: query.whole_number("lo", 0, 0, MAX_OFFSET),
         "turns": lambda: query.choice("turns", TURN_PERIODS, default="24h"),
+        "region": lambda: query.text("region", 100),
+        "before": lambda: query.text("before", 100),
+        "after": lambda: query.text("after", 100),
     }
     values, problems = {}, {}
     for field_name, read in readers.items():
@@ -79,15 +85,24 @@ def _region(agent, status) -> str:
     return region if isinstance(region, str) else ""
 
 
-def _agent_figures(organization, agent, sessions_page, sample, now, turns_period: str = "24h") -> dict:
+def _agent_figures(organization, agent, sessions_page, sample, now, params: AgentPageParams) -> dict:
     """The dashboard's side of an agent's page: its own figures, deployments compared, which sessions it has,
-    its turns over `turns_period` (one of TURN_PERIODS; rtvi_monitor/core/diagnosis.py)."""
+    its turns over the period, region and deployments `params` ask for (rtvi_monitor/sessions/fleet.py)."""
     mine = next((e for e in agent_overview(organization, now) if e["agent_id"] == agent.id), None)
     platform_rows = sessions_page.value.sessions if sessions_page.value else []
     return {
         "figures": mine,
         "figures_since": day_start(now),  # where the figures' (and the Overview's) 24 hours begin
-        "turn_figures": agent_turn_figures(organization, agent.id, turns_period, now, agent.active_deployment_id),
+        "turn_figures": agent_turn_figures(
+            organization,
+            agent.id,
+            params.turns,
+            now,
+            agent.active_deployment_id,
+            region=params.region,
+            before=params.before,
+            after=params.after,
+        ),
         "deployments": platform_join.deployments(
             organization,
             agent.id,
@@ -147,7 +162,7 @@ async def context(organization, agent, query, sees_contents: bool, link: Callabl
         if sees_contents  # a bot's log lines may quote its callers: not for viewers
         else _nothing(),
     )
-    ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now, params.turns)
+    ours = await sync_to_async(_agent_figures)(organization, agent, sessions_page, sample, now, params)
     # A bad period is named beside the turns it left at 24 hours, the other bad filters at the top.
     ours["turn_figures"]["problem"] = problems.pop("turns", None)
     ours["budget"] = await sync_to_async(_budget)(organization, agent.id, now)
@@ -170,6 +185,8 @@ async def context(organization, agent, query, sees_contents: bool, link: Callabl
         "logs_hidden": not sees_contents,
         "window_days": platform_join.DEPLOYMENT_WINDOW.days,
         "turns_links": [(period, link(turns=period)) for period in TURN_PERIODS],
+        "region_links": [("", link(region=None))]
+        + [(region, link(region=region)) for region in ours["turn_figures"]["regions"]],
         "manifest_text": json.dumps(agent.deployment.manifest, indent=2, sort_keys=True) if agent.deployment else "",
         "sessions_next": link(so=params.sessions_offset + SESSIONS_PAGE) if more_sessions else "",
         "sessions_previous": link(so=max(0, params.sessions_offset - SESSIONS_PAGE)) if params.sessions_offset else "",

@@ -67,8 +67,8 @@ from rtvi_monitor.live.dbthread import ALERTS_THREAD, in_db_thread, start_once
 from rtvi_monitor.live.models import Lease
 from rtvi_monitor.live.registry import SERVER_ID
 from rtvi_monitor.sessions.error_groups import error_groups
+from rtvi_monitor.sessions.fleet import agent_turn_figures
 from rtvi_monitor.sessions.models import HAS_ERRORS, EndKind, Session
-from rtvi_monitor.sessions.queries import agent_turn_figures
 
 logger = logging.getLogger(__name__)
 

@@ -1089,7 +1089,7 @@ def summary(turns: list[dict]) -> dict:
     latency: list[float] = []
     kinds = {"barge_in": 0, "backchannel": 0}
     replies = 0
-    breakdowns: list[list] = []  # each turn's [total ms, [[key, kind, ms], ...]] (core/contributions.py)
+    breakdowns: list[list] = []  # each turn's [total ms, [[key, kind, ms], ...], number] (core/contributions.py)
     for turn in turns:
         if turn["at"].get("bot_started") is not None:
             replies += 1
@@ -1106,7 +1106,7 @@ def summary(turns: list[dict]) -> dict:
             kinds[interruption["kind"]] += 1
         if turn.get("contributions"):
             parts = [[part["key"], part["kind"], part["ms"]] for part in turn["contributions"]]
-            breakdowns.append([turn["contributions_total_ms"], parts])
+            breakdowns.append([turn["contributions_total_ms"], parts, turn["number"]])
     return {
         "counts": {
             "turns": len(turns),
@@ -1171,11 +1171,26 @@ def aggregate(summaries: Iterable[dict]) -> dict:
 
 
 MIDDLE_BAND = (0.4, 0.6)  # the turns around the median wait, whose parts make the p50
+SLOWEST_LISTED = 10  # the slowest turns named, each one click from its call's page
+
+
+def _named(slowest: list[list]) -> list[dict]:
+    """The slowest turns whose call is known (a breakdown as the agent's figures give it: [total, parts, turn
+    number, session id]), slowest first, each with its largest part."""
+    named = []
+    for total, parts, *where in sorted(slowest, key=lambda b: b[0], reverse=True):
+        if len(where) < 2:
+            continue
+        key, kind, ms = max(parts, key=lambda part: part[2]) if parts else ("", "", 0.0)
+        named.append({"session_id": where[1], "turn": where[0], "wait_ms": total, "part": key, "kind": kind, "part_ms": ms})  # fmt: skip # noqa: E501
+        if len(named) == SLOWEST_LISTED:
+            break
+    return named
 
 
 def _mean_parts(group: list[list]) -> dict[tuple[str, str], float]:
     sums: dict[tuple[str, str], float] = {}
-    for _, parts in group:
+    for _, parts, *_ in group:
         for key, kind, ms in parts:
             sums[(key, kind)] = sums.get((key, kind), 0.0) + ms
     return {part: total / len(group) for part, total in sums.items()}
@@ -1184,9 +1199,9 @@ def _mean_parts(group: list[list]) -> dict[tuple[str, str], float]:
 def made_of(breakdowns: list[list]) -> dict | None:
     """What the waits are made of, from the bots' own breakdowns (core/contributions.py): at the median (the
     turns between the 40th and 60th percentile of the wait) and at the slowest (the p95 turn and every one
-    slower), each part's mean ms and its share of those turns' mean wait. The slowest turns are not the
-    average ones made longer: a VAD's stop time is a fixed part of every turn, an LLM's queue only of some.
-    None without any breakdown."""
+    slower), each part's mean ms and its share of those turns' mean wait; and the slowest of them by name where
+    their calls are known (`_named`). The slowest turns are not the average ones made longer: a VAD's stop time
+    is a fixed part of every turn, an LLM's queue only of some. None without any breakdown."""
     if not breakdowns:
         return None
     ordered = sorted(breakdowns, key=lambda b: b[0])
@@ -1214,6 +1229,7 @@ def made_of(breakdowns: list[list]) -> dict | None:
         "p50_ms": percentile(totals, 50),
         "p95_ms": percentile(totals, 95),
         "slowest_turns": len(slowest),
+        "slowest": _named(slowest),
         "parts": parts,
     }
 

@@ -23,15 +23,15 @@ from django.db.models import Count, Max, Q
 
 from rtvi_monitor.core import compare
 from rtvi_monitor.evals.models import EvalResult
-from rtvi_monitor.sessions import queries
+from rtvi_monitor.sessions import fleet, queries
 from rtvi_monitor.sessions.models import Session
 
 ALPHA = 0.05
 MIN_SLOWER_MS = 50
 MIN_SLOWER_SHARE = 0.10
 TURN = "turn"
-# The harness's own clock first, then the calls' figures under the names every page gives them (queries.LABELS).
-WAIT_NAMES = {TURN: "Scenario turn (the eval's own clock)", "latency": queries.LABELS["latency"]} | queries.LABELS
+# The harness's own clock first, then the calls' figures under the names every page gives them (fleet.LABELS).
+WAIT_NAMES = {TURN: "Scenario turn (the eval's own clock)", "latency": fleet.LABELS["latency"]} | fleet.LABELS
 
 
 @dataclass
@@ -183,9 +183,11 @@ def side_of(organization, agent_key: str, deployment: str) -> Side:
         side.add(result)
         if result.session_id is not None and not result.skipped:
             linked.add(result.session_id)
-    calls = Session.objects.filter(pk__in=linked, status=Session.Status.ENDED)
-    for pk, session_id, event_count in calls.values_list("pk", "session_id", "event_count"):
-        values = queries.stage_values(pk, session_id, organization.pk, event_count)
+    ended = Session.objects.filter(pk__in=linked, status=Session.Status.ENDED)
+    calls = list(ended.values_list("pk", "session_id", "event_count"))
+    traced = queries.traced_sessions(organization.pk, [session_id for _, session_id, _ in calls])
+    for pk, session_id, event_count in calls:
+        values = queries.stage_values(pk, session_id, organization.pk, event_count, session_id in traced)
         for name, found in values.items():
             side.waits[name].extend(found)
     return side

@@ -9,7 +9,7 @@ and write; it runs beside the sweep, never on the event loop. A receiver that
 raises is logged, and the others still hear of the end.
 
 Receivers are connected in the wiring (rtvi_monitor/apps.py), never by the live
-path: audio compares an ended call's recording with its frozen turns.
+path: audio compares an ended call's recording with its frozen turns, and the call's turn figures are kept.
 """
 
 import logging

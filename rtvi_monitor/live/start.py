@@ -38,19 +38,25 @@ def open_for_bot(organization, session_id: str, link, holder: str, tags: dict | 
     own; a bot back after its session ended reopens it. `link` is the
     agent the bot named (rtvi_monitor.sessions.agent_link.AgentLink) or None;
     `tags` what else its ingest URL named (wire.TAG_PARAMS): its deployment,
-    which wins over its agent's active one, and the eval run and scenario
-    that made the call. Returns the session and what happened: "started"
+    which wins over its agent's active one, the eval run and scenario
+    that made the call, and its region (which wins over its agent's). Returns the session and what happened: "started"
     (new or reopened), "back", or "".
     """
     agent_fields = (
-        {"agent": link.agent, "agent_key": link.key, "agent_name": link.name, "deployment_id": link.deployment_id}
+        {
+            "agent": link.agent,
+            "agent_key": link.key,
+            "agent_name": link.name,
+            "deployment_id": link.deployment_id,
+            "region": link.region,
+        }
         if link
         else {}
     )
     tags = tags or {}
     if tags.get("deployment"):
         agent_fields["deployment_id"] = tags["deployment"]
-    agent_fields.update({field: tags[field] for field in ("eval_run", "eval_scenario") if tags.get(field)})
+    agent_fields.update({field: tags[field] for field in ("eval_run", "eval_scenario", "region") if tags.get(field)})
     session, created = Session.objects.get_or_create(
         organization=organization, session_id=session_id, defaults=agent_fields
     )

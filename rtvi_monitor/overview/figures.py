@@ -13,8 +13,9 @@ from dashboard.org.models import LatencyBudget
 from rtvi_monitor.alerts.models import AlertRule
 from rtvi_monitor.alerts.thresholds import DEFAULTS, settings_of
 from rtvi_monitor.sessions.error_groups import error_groups
+from rtvi_monitor.sessions.fleet import agent_turn_figures
 from rtvi_monitor.sessions.models import FAILED_ENDS, HAS_ERRORS, Session
-from rtvi_monitor.sessions.queries import agent_turn_figures, histogram_percentile, latency_bucket
+from rtvi_monitor.sessions.queries import histogram_percentile, latency_bucket
 
 
 def overview(organization, now, listed=None) -> dict:

@@ -14,7 +14,8 @@ The places that hold no words, so nothing needs erasing there (said once, here):
   a send-text's entry says how long the text was and what came of it, rtvi_monitor/sessions/api.py);
 - the session row's figures, end kind and reason, client and bot "about" (library names and versions),
   and its callers' keys (keyed hashes: models.caller_key). Retention keeps the row; an erase deletes it;
-- the Overview's and agent pages' cached counts and percentiles;
+- the Overview's and agent pages' cached counts and percentiles, and each ended call's kept turn figures
+  (rtvi_monitor/sessions/figures.py CallFigures: waits in ms by stage and by part key, turn numbers, flags);
 - an eval run's results (rtvi_monitor/evals/models.py EvalRun, EvalResult): what passed and failed, a
   failure's kind, turn and expectation, never its reason (which quotes the bot); a result points at the call
   the run made, whose words are that call's, erased with it.

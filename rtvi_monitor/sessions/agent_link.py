@@ -25,6 +25,7 @@ class AgentLink:
     name: str
     deployment_id: str  # its active deployment when the bot connected; "" when unknown
     agent: Agent | None = None  # the built-in agent, when it is one
+    region: str = ""  # where the agents API says it runs ("" when it does not say)
 
 
 def as_uuid(value: str) -> uuid.UUID | None:
@@ -66,7 +67,8 @@ async def resolve(organization, given: str | None) -> tuple[AgentLink | None, st
     listing = await agents_service.get_agents(organization)
     record = listing.find(given) or next((a for a in listing.agents if a.name == given), None)
     if record is not None and _storable(record):
-        return AgentLink(record.id, record.name[:200], _fits(record.active_deployment_id)), ""
+        link = AgentLink(record.id, record.name[:200], _fits(record.active_deployment_id), region=_fits(record.region))
+        return link, ""
     why = f" (its agents API: {listing.error})" if listing.error and not listing.agents else ""
     return None, (
         f"agent {given[:100]!r} is not an agent of your organization{why}; the session is recorded without one"

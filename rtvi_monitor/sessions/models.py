@@ -86,6 +86,9 @@ class Session(models.Model):
     # rtvi_monitor/evals/runs.py links the run's uploaded results to these sessions. Blank for real calls.
     eval_run = models.CharField(max_length=100, blank=True, default="", db_default="", db_index=True)
     eval_scenario = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # Where the bot ran: what its ingest URL named (`?region=`), else its agent's region in the agents API when it
+    # connected (Pipecat Cloud's `region`); blank when unknown. The agent page's figures filter by it.
+    region = models.CharField(max_length=100, blank=True, default="", db_default="")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.LIVE, db_index=True)
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -389,3 +392,33 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} {self.trace_id}/{self.span_id}"
+
+
+class CallFigures(models.Model):
+    """An ended call's turns in figures, kept when it ends (rtvi_monitor/sessions/figures.py): each stage's wait, the
+    turn latency and the bots' breakdowns per turn, its rates' yes-or-no flags. Numbers and the names of parts and
+    stages, never words. An agent's figures over a fleet's history read these rows (indexed by agent, deployment,
+    region and time), not every call's messages; `judged` and `event_count` say what the row was computed from, so
+    a reopened call or changed thresholds compute it again."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, primary_key=True, related_name="figures")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent_key = models.CharField(max_length=100)
+    deployment_id = models.CharField(max_length=100, blank=True)
+    region = models.CharField(max_length=100, blank=True)
+    started_at = models.DateTimeField()
+    event_count = models.PositiveIntegerField()
+    judged = models.CharField(max_length=40)
+    summary = models.JSONField()  # core/diagnosis.summary: counts, missing, values per figure, breakdowns
+    flags = models.JSONField()  # {"barge_in", "errors", "ended_badly"}: what the comparison's rates count
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["organization", "agent_key", "-started_at"], name="figures_agent_idx"),
+            models.Index(
+                fields=["organization", "agent_key", "deployment_id", "-started_at"], name="figures_deployment_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"figures of session {self.session_id}"

@@ -30,6 +30,7 @@ from dashboard.access.auth import ingest_door, ingest_token
 from dashboard.web.http import json_error, json_methods
 from rtvi_monitor.core.redaction import NONE, Redactor
 from rtvi_monitor.redaction.models import RedactionRule
+from rtvi_monitor.sessions import figures
 from rtvi_monitor.sessions.models import Span, storable, storable_json
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
@@ -186,6 +187,19 @@ def _body(request) -> bytes:
     return body
 
 
+def _after_end(organization_id, rows: list[Span]) -> None:
+    """Spans of a call that may have ended already (exporters send in batches): its kept figures are computed
+    again on their next read, with these (rtvi_monitor/sessions/figures.py). By the conversation its spans or
+    their traces name."""
+    conversations = {row.conversation_id for row in rows if row.conversation_id}
+    traces = {row.trace_id for row in rows if not row.conversation_id}
+    if traces:
+        named = Span.objects.filter(organization_id=organization_id, trace_id__in=list(traces)[:500])
+        conversations.update(named.exclude(conversation_id="").values_list("conversation_id", flat=True).distinct())
+    if conversations:
+        figures.forget(organization_id, conversations)
+
+
 @json_methods("POST")
 @ingest_door
 def traces(request):
@@ -209,6 +223,7 @@ def traces(request):
         return json_error(f"Nothing was stored: {exc}.", 400)
     with transaction.atomic():  # all of the request or none of it
         Span.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    _after_end(token.organization_id, rows)
     token.touch()
     if content_type == PROTOBUF:
         return HttpResponse(ExportTraceServiceResponse().SerializeToString(), content_type=PROTOBUF)

@@ -1049,7 +1049,7 @@ def test_the_agent_page_shows_rates_and_stages_overall_and_per_deployment(staff_
 
     html = staff_client.get(f"/agents/{cloud['id']}/").content.decode()
     section = html[html.index('id="turn-figures"') : html.index('id="platform-sessions"')]
-    assert "Turns (24 hours)" in section and "4 sessions." in section
+    assert "Turns (24 hours)" in section and "4 ended calls" in section
     # 6 + 8 replies; 2 barge-ins: 14 %.
     assert 'data-testid="barge-in-rate">14 % of replies (2)' in section
     assert 'data-testid="backchannel-rate">0 % of replies (0)' in section
@@ -1065,7 +1065,7 @@ def test_the_agent_page_shows_rates_and_stages_overall_and_per_deployment(staff_
     assert f'data-label="LLM first token p95">{duration(fast["p95"])}<' in old
 
     week = staff_client.get(f"/agents/{cloud['id']}/?turns=7d").content.decode()
-    assert "Turns (7 days)" in week and "5 sessions." in week
+    assert "Turns (7 days)" in week and "5 ended calls" in week
     bad = staff_client.get(f"/agents/{cloud['id']}/?turns=forever").content.decode()
     assert "Ignored a filter — turns: expected one of 24h, 7d, got &#x27;forever&#x27;" in bad
     assert "Turns (24 hours)" in bad
@@ -1074,7 +1074,7 @@ def test_the_agent_page_shows_rates_and_stages_overall_and_per_deployment(staff_
 def figures(org, agent, period="24h"):
     from django.utils import timezone
 
-    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from rtvi_monitor.sessions.fleet import agent_turn_figures
 
     return agent_turn_figures(org, agent["id"], period, timezone.now())
 
@@ -1118,7 +1118,7 @@ def test_the_agent_page_compares_the_active_deployment_with_the_one_before_by_in
     """Issue 37, part 3: the active deployment's waits against the previous one's, p50 and p95, with intervals over
     the calls: a deployment whose every wait doubled is worse on each; the same bot again is no different."""
     from rtvi_monitor.core.compare import MIN_CALLS
-    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from rtvi_monitor.sessions.fleet import agent_turn_figures
     from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
 
     pairs = samples.pipecat_conversation_pairs(2)
@@ -1136,7 +1136,7 @@ def test_the_agent_page_compares_the_active_deployment_with_the_one_before_by_in
 @pytest.mark.django_db
 def test_the_same_bot_deployed_again_is_no_different_and_too_few_calls_say_so(org, cloud, settings):
     from rtvi_monitor.core.compare import MIN_CALLS
-    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from rtvi_monitor.sessions.fleet import agent_turn_figures
     from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
 
     settings.TURN_STATS_CACHE_SECONDS = 0
@@ -1160,7 +1160,7 @@ def _now():
 @pytest.mark.django_db
 def test_the_comparison_says_when_more_calls_have_errors_or_end_badly_by_fishers_test(org, cloud, settings):
     from rtvi_monitor.core.compare import MIN_CALLS
-    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from rtvi_monitor.sessions.fleet import agent_turn_figures
     from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
 
     settings.TURN_STATS_CACHE_SECONDS = 0

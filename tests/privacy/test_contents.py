@@ -46,6 +46,9 @@ HOLD_NO_WORDS = {
     "event name; never its reason, which quotes the bot) and points at the call the run made, whose words are there",
     "rtvi_monitor.ReviewQueue": "a saved filter of calls: its name and filter (agent and deployment ids, end kinds) "
     "are the organization's own words, it names no call (rtvi_monitor/reviews/queues.py)",
+    "rtvi_monitor.CallFigures": "an ended call's turns in numbers (each stage's wait, the turn latency, the bots' "
+    "breakdowns by part key and owner kind, turn numbers) and yes-or-no flags (rtvi_monitor/sessions/figures.py): "
+    "kept with the call's row through retention, deleted with it (tests/sessions/test_fleet.py reads its bytes)",
     "rtvi_monitor.SessionCaller": "a keyed hash of the caller's id (models.caller_key), no words: kept with the call's "
     "row so that a caller's erase still finds it, deleted with the row",
 }

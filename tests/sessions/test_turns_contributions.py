@@ -102,7 +102,7 @@ def test_two_deployments_that_differ_only_in_the_vads_stop_time_blame_the_settin
     from django.utils import timezone
 
     from rtvi_monitor.core.compare import MIN_CALLS
-    from rtvi_monitor.sessions.queries import agent_turn_figures
+    from rtvi_monitor.sessions.fleet import agent_turn_figures
     from tests.platform_samples import DEPLOYMENT_ID, OLD_DEPLOYMENT_ID
 
     settings.TURN_STATS_CACHE_SECONDS = 0

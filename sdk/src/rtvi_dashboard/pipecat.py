@@ -99,7 +99,8 @@ def client_from_env(
     results uploaded with `rtvi-dashboard-eval upload --run` open these calls).
     With an eval run named, a bot that `pipecat eval suite` started takes its
     run's session id (rtvi_dashboard.evals.own_eval_session_id), whatever
-    `session_id` says: each result then opens exactly its call.
+    `session_id` says: each result then opens exactly its call. RTVI_DASHBOARD_REGION: where the bot runs, when
+    its agent's record in the agents API does not say (a self-hosted fleet in several regions).
     """
     from_env = {name: os.environ.get(f"RTVI_DASHBOARD_{name.upper()}", "") for name in TAG_PARAMS}
     tags = {**from_env, **(tags or {})}

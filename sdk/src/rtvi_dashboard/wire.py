@@ -47,12 +47,14 @@ STREAM_ID_RE = r"^[A-Za-z0-9_.:-]{1,64}\Z"
 # Tags. A bot may say in its ingest URL which deployment it is (`?deployment=`: a candidate not yet
 # active, a Pipecat Cloud environment; without it, the session is of its agent's active deployment), and,
 # for a call an eval run makes (`pipecat eval`), the run (`?eval_run=`: a label the run's uploaded
-# results.jsonl names too) and the scenario (`?eval_scenario=`), so that each result opens its call.
+# results.jsonl names too) and the scenario (`?eval_scenario=`), so that each result opens its call; and where it
+# runs (`?region=`: without it, its agent's region in the agents API), so that figures compare regions.
 # Each is 1-100 characters of TAG_CHARS; a bot that names one otherwise is refused with TAG_RULE.
 DEPLOYMENT_PARAM = "deployment"
 EVAL_RUN_PARAM = "eval_run"
 EVAL_SCENARIO_PARAM = "eval_scenario"
-TAG_PARAMS = (DEPLOYMENT_PARAM, EVAL_RUN_PARAM, EVAL_SCENARIO_PARAM)
+REGION_PARAM = "region"
+TAG_PARAMS = (DEPLOYMENT_PARAM, EVAL_RUN_PARAM, EVAL_SCENARIO_PARAM, REGION_PARAM)
 TAG_RE = r"^[A-Za-z0-9_.:/-](?:[A-Za-z0-9_.:/ -]{0,98}[A-Za-z0-9_.:/-])?\Z"
 TAG_RULE = "use 1-100 characters of A-Z a-z 0-9 _ . : / - (spaces between them)"
 

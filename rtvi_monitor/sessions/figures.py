@@ -1,0 +1,120 @@
+"""An ended call's turns in figures, kept (models.CallFigures): what an agent's figures over a fleet's history read.
+
+A call's figures are its turns taken apart (core/diagnosis.summary: each stage's wait, the turn latency and the
+bots' breakdowns, turn by turn) and the yes-or-no flags the deployments' rates count. Computing them reads every
+message of the call, so they are computed once and kept:
+
+- when the call ends (`keep`, a receiver of the live path's `session_ended`, connected in rtvi_monitor/apps.py);
+- and by `fill`, for the ended calls of the period an agent's figures find without up-to-date ones: calls that
+  ended before figures were kept, a call reopened since (more messages), changed thresholds, and a call whose
+  traces came after its end (rtvi_monitor/sessions/otlp.py drops its figures). At most FILL_AT_ONCE a read,
+  newest first, so a page after an upgrade is never kept waiting by the whole history.
+
+Numbers and the names of stages and parts only: no words (rtvi_monitor/privacy/contents.py). A session's
+figures go with it when it is erased (the row cascades); retention, which keeps the session's row and figures,
+keeps them too. Eval runs' calls (Session.eval_run) are not the fleet's: they have none.
+"""
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+
+from rtvi_monitor.core import diagnosis
+from rtvi_monitor.sessions.models import FAILED_ENDS, CallFigures, Session, Span
+from rtvi_monitor.sessions.traces import session_traces
+
+logger = logging.getLogger(__name__)
+FILL_AT_ONCE = 100  # calls a read computes at most (each reads its messages once)
+_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-figures")
+
+
+def judged() -> str:
+    """The thresholds a call's turns are judged by: figures judged otherwise are computed again."""
+    return f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
+
+
+def compute(session: Session) -> CallFigures:
+    """The call's figures, from its stored messages and traces (not saved)."""
+    from rtvi_monitor.sessions.queries import turn_events  # queries reads the figures this computes
+
+    traced = Span.objects.filter(organization_id=session.organization_id, conversation_id=session.session_id)
+    traces = session_traces(session.organization_id, session.session_id) if traced.exists() else None
+    thresholds = {
+        "backchannel_seconds": settings.TURN_BACKCHANNEL_SECONDS,
+        "backchannel_words": settings.TURN_BACKCHANNEL_WORDS,
+    }
+    found = diagnosis.diagnose(turn_events(session.pk), traces, live=False, **thresholds)
+    summary = diagnosis.summary(found["turns"])
+    flags = {
+        "barge_in": summary["counts"]["barge_ins"] > 0,
+        # As HAS_ERRORS counts a session with errors, and FAILED_ENDS one that ended badly.
+        "errors": session.error_count > 0 or session.fatal,
+        "ended_badly": session.end_kind in FAILED_ENDS if session.end_kind else None,
+    }
+    return CallFigures(
+        session_id=session.pk,
+        organization_id=session.organization_id,
+        agent_key=session.agent_key,
+        deployment_id=session.deployment_id,
+        region=session.region,
+        started_at=session.started_at,
+        event_count=session.event_count,
+        judged=judged(),
+        summary=summary,
+        flags=flags,
+    )
+
+
+def _save(figures: CallFigures) -> None:
+    fields = {f.attname: getattr(figures, f.attname) for f in CallFigures._meta.concrete_fields if not f.primary_key}
+    try:
+        with transaction.atomic():
+            CallFigures.objects.update_or_create(session_id=figures.session_id, defaults=fields)
+    except IntegrityError:  # erased meanwhile, or kept by another reader at the same moment: nothing to keep
+        pass
+
+
+def _keep_now(session_pk: int) -> None:
+    try:
+        session = Session.objects.filter(pk=session_pk, status=Session.Status.ENDED).first()
+        if session is not None:
+            _save(compute(session))
+    except Exception:  # logged; the next read of the agent's figures computes it (`fill`)
+        logger.exception("The figures of session %s were not kept", session_pk)
+    finally:
+        connection.close()  # a thread of its own: no connection left open between calls
+
+
+def keep(sender=None, session: Session | None = None, **kwargs) -> None:
+    """`session_ended`'s receiver: the ended call's figures computed and kept on a thread of their own, never the
+    live path's (reading a call's messages must not hold up another bot's acks). None for a call without an agent,
+    nor for an eval run's."""
+    if session is None or not session.agent_key or session.eval_run:
+        return
+    _THREAD.submit(_keep_now, session.pk)
+
+
+def stale(sessions):
+    """Those of `sessions` (ended, of an agent) whose kept figures are missing or out of date."""
+    current = Q(figures__event_count=F("event_count"), figures__judged=judged())
+    return sessions.filter(status=Session.Status.ENDED).exclude(agent_key="").filter(Q(figures__isnull=True) | ~current)
+
+
+def fill(sessions, limit: int = FILL_AT_ONCE) -> int:
+    """Compute and keep the figures of at most `limit` of `sessions` (a queryset of real calls, Session.objects
+    .calls()) that have none or out-of-date ones, newest first; how many it kept."""
+    done = 0
+    for session in stale(sessions).order_by("-started_at", "-pk")[:limit]:
+        _save(compute(session))
+        done += 1
+    return done
+
+
+def forget(organization_id, session_ids) -> int:
+    """Drop the kept figures of these calls (traces came after they ended): the next read computes them again."""
+    return CallFigures.objects.filter(
+        organization_id=organization_id, session__session_id__in=list(session_ids)
+    ).delete()[0]
