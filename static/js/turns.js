@@ -111,15 +111,39 @@ export function turnRows(payload) {
 
 const KIND_WORDS = { service: "service", setting: "setting", bot: "the bot's code", pipeline: "pipeline" };
 
+/** How many of a turn's parts show before "+N more": its largest. */
+export const PARTS_SHOWN = 4;
+
+/** One part of the breakdown as the cell shows it: "key ms" on its line; its owner and kind on hover, and for
+ * screen readers. */
+function contributionPart(c) {
+  const kind = KIND_WORDS[c.kind] || String(c.kind || "?");
+  const owner = String(c.owner || "").replace(/^config: /, "");
+  const who = owner ? `${kind}: ${owner}` : kind;
+  const label = c.label || c.key;
+  return {
+    key: String(c.key),
+    ms: formatDuration(c.ms),
+    text: `${c.key} ${formatDuration(c.ms)}`,
+    who,
+    title: `${label} — ${who}`,
+    setting: c.kind === "setting",
+  };
+}
+
 /**
  * The bot's own breakdown of the wait (Pipecat's UserBotLatencyObserver, sent by the bot package), beside the
- * stages the messages give: one line per part, "label (kind: owner) ms", then their total. Where the two
- * disagree the server says so among the turn's notes. A turn without one: "—", and why on hover.
- * @returns {{label: string, lines: string[], title?: string, className: string}}
+ * stages the messages give, compact: one short line per part, "key ms", the largest first; its owner and kind
+ * on hover (title) and for screen readers; a setting marked as one. Past PARTS_SHOWN parts the rest are behind
+ * "+N more". Then their total. Where the breakdown and the stages disagree the server says so among the turn's
+ * notes. A turn without one: "—", and why on hover.
+ * `lines` are the visible lines in order (every part's, then the total's), for a reader of the plain data.
+ * @returns {{label: string, lines: string[], title?: string, className: string, parts?: object[], shown?: number,
+ *   more?: string, totals?: string[], totalTitle?: string}}
  */
 export function contributionsCell(turn) {
-  const parts = turn.contributions;
-  if (!Array.isArray(parts) || parts.length === 0) {
+  const given = turn.contributions;
+  if (!Array.isArray(given) || given.length === 0) {
     return {
       label: "Contributions",
       lines: ["—"],
@@ -127,22 +151,65 @@ export function contributionsCell(turn) {
       className: "contributions missing",
     };
   }
-  const lines = parts.map((c) => {
-    const kind = KIND_WORDS[c.kind] || String(c.kind);
-    const name = String(c.owner || "").replace(/^config: /, "");
-    const owner = name && name !== c.kind ? `: ${name}` : "";
-    return `${c.label || c.key} (${kind}${owner}) ${formatDuration(c.ms)}`;
-  });
-  const total = parts.reduce((sum, c) => sum + (typeof c.ms === "number" ? c.ms : 0), 0);
+  const msOf = (c) => (typeof c.ms === "number" && Number.isFinite(c.ms) ? c.ms : -1);
+  const sorted = given.map((c, i) => ({ c, i })).sort((a, b) => msOf(b.c) - msOf(a.c) || a.i - b.i);
+  const parts = sorted.map(({ c }) => contributionPart(c));
+  const shown = Math.min(parts.length, PARTS_SHOWN);
+  const total = given.reduce((sum, c) => sum + (typeof c.ms === "number" ? c.ms : 0), 0);
   const before = turn.contributions_user_turn_ms;
-  const after = typeof before === "number" ? `; ${formatDuration(total - before)} after the turn was released` : "";
-  lines.push(`total ${formatDuration(total)} from the user's silence${after}`);
+  const totals = [`total ${formatDuration(total)}`];
+  if (typeof before === "number") totals.push(`${formatDuration(total - before)} after release`);
   return {
     label: "Contributions",
-    lines,
-    title: parts.map((c) => `${c.key}: ${c.ms} ms`).join("\n"),
+    lines: [...parts.map((p) => p.text), ...totals],
     className: "contributions",
+    parts,
+    shown,
+    more: parts.length > shown ? `+${parts.length - shown} more` : "",
+    totals,
+    totalTitle:
+      `${formatDuration(total)} from the user's silence` +
+      (typeof before === "number" ? `; ${formatDuration(total - before)} after the turn was released` : ""),
   };
+}
+
+/** A part's line: its key and ms; its owner and kind in its title and, for screen readers, in hidden text. */
+function partElement(part) {
+  const line = document.createElement("span");
+  line.className = part.setting ? "line part setting" : "line part";
+  line.title = part.title;
+  const key = document.createElement("span");
+  key.className = "key";
+  key.textContent = part.key;
+  const ms = document.createElement("span");
+  ms.className = "ms";
+  ms.textContent = part.ms;
+  const who = document.createElement("span");
+  who.className = "who";
+  who.textContent = ` (${part.who})`;
+  line.append(key, " ", ms, who);
+  return line;
+}
+
+/** The contributions cell's content, built with textContent only: owners and keys are the bot's words. */
+export function fillContributions(td, cell) {
+  td.append(...cell.parts.slice(0, cell.shown).map(partElement));
+  if (cell.more) {
+    const details = document.createElement("details");
+    details.className = "more";
+    const summary = document.createElement("summary");
+    summary.textContent = cell.more;
+    details.append(summary, ...cell.parts.slice(cell.shown).map(partElement));
+    td.append(details);
+  }
+  cell.totals.forEach((text, i) => {
+    const line = document.createElement("span");
+    line.className = i === 0 ? "line total" : "line total after";
+    line.textContent = text;
+    line.title = cell.totalTitle;
+    td.append(line);
+  });
+  td.tabIndex = 0; // focused, each part shows its owner and kind (turns.css), as hovering shows its title
 }
 
 /** The column heads, in the rows' order. */
@@ -183,6 +250,9 @@ function render(section, payload) {
     head.append(th);
   }
   table.tHead.replaceChildren(head);
+  // A "+N more" opened stays open through the next read (every 5 s while live).
+  const open = table.tBodies[0].querySelectorAll("tr:has(details.more[open])");
+  const opened = new Set([...open].map((tr) => tr.dataset.turn));
   const rows = turnRows(payload).map((row) => {
     const tr = document.createElement("tr");
     if (row.className) tr.className = row.className;
@@ -190,7 +260,10 @@ function render(section, payload) {
     for (const cell of row.cells) {
       const td = document.createElement("td");
       td.dataset.label = cell.label;
-      if (cell.lines.length === 1) {
+      if (cell.parts) {
+        fillContributions(td, cell);
+        if (opened.has(String(row.number))) td.querySelector("details.more")?.setAttribute("open", "");
+      } else if (cell.lines.length === 1) {
         td.textContent = cell.lines[0];
       } else {
         for (const line of cell.lines) {

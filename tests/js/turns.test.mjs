@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 process.env.TZ = "UTC";
 
-const { contributionsCell, headings, interruptionText, percent, summaryText, turnRows, turnStart } = await import(
+const { contributionsCell, fillContributions, headings, interruptionText, percent, summaryText, turnRows, turnStart } = await import(
   "../../static/js/turns.js"
 );
 
@@ -179,35 +179,130 @@ test("the headings follow the server's stages; the summary line counts and says 
   assert.equal(percent(null), "—");
 });
 
-test("a turn's latency contributions show beside its stages, each part with its kind and owner, then the total", () => {
+const PARTS = [
+  { key: "endpointing_wait", label: "endpointing wait", owner: "config: VAD stop_secs", kind: "setting", ms: 200 },
+  { key: "llm_inference", label: "LLM inference", owner: "OpenAILLMService#0", kind: "service", ms: 336.4 },
+  { key: "pipeline", label: "pipeline", owner: "pipecat", kind: "pipeline", ms: 12 },
+];
+
+test("a turn's latency contributions show beside its stages, a short line a part, the largest first, then the total", () => {
   const turn = {
     ...COMPLETE,
-    contributions: [
-      { key: "endpointing_wait", label: "endpointing wait", owner: "config: VAD stop_secs", kind: "setting", ms: 200 },
-      { key: "llm_inference", label: "LLM inference", owner: "OpenAILLMService#0", kind: "service", ms: 336.4 },
-      { key: "pipeline", label: "pipeline", owner: "pipecat", kind: "pipeline", ms: 12 },
-    ],
+    contributions: PARTS,
     contributions_total_ms: 548.4,
     contributions_user_turn_ms: 230,
     notes: ["the bot's latency contributions sum to 318 ms after the user's turn was released, the messages measure 850 ms: 532 ms less, past the tolerance of 85 ms"],
   };
   const cell = contributionsCell(turn);
-  assert.deepEqual(cell.lines, [
-    "endpointing wait (setting: VAD stop_secs) 200 ms",
-    "LLM inference (service: OpenAILLMService#0) 336 ms",
-    "pipeline (pipeline: pipecat) 12 ms",
-    "total 548 ms from the user's silence; 318 ms after the turn was released",
-  ]);
-  assert.equal(cell.title, "endpointing_wait: 200 ms\nllm_inference: 336.4 ms\npipeline: 12 ms");
+  assert.deepEqual(cell.lines, ["llm_inference 336 ms", "endpointing_wait 200 ms", "pipeline 12 ms", "total 548 ms", "318 ms after release"]);
+  assert.deepEqual(
+    cell.parts.map((p) => [p.key, p.ms, p.title, p.setting]),
+    [
+      ["llm_inference", "336 ms", "LLM inference — service: OpenAILLMService#0", false],
+      ["endpointing_wait", "200 ms", "endpointing wait — setting: VAD stop_secs", true],
+      ["pipeline", "12 ms", "pipeline — pipeline: pipecat", false],
+    ],
+  );
+  assert.equal(cell.shown, 3);
+  assert.equal(cell.more, ""); // four or fewer: every part shows
+  assert.equal(cell.title, undefined); // each part has its own
+  assert.equal(cell.totalTitle, "548 ms from the user's silence; 318 ms after the turn was released");
   const cells = cellsOf(turnRows({ ...PAYLOAD, turns: [turn] })[0]);
   assert.equal(cells.Contributions.text, cell.lines.join("\n"));
-  assert.match(cells.Notes.text, /past the tolerance of 85 ms/); // the disagreement, among the turn's notes
+  assert.match(cells.Notes.text, /past the tolerance of 85 ms/); // the disagreement, among the turn's notes, as before
   const none = contributionsCell(COMPLETE);
   assert.deepEqual(none.lines, ["—"]);
   assert.match(none.title, /no latency breakdown/);
+  assert.equal(none.parts, undefined);
 });
 
-test("a bot's owner names and labels are text, never markup", () => {
-  const cell = contributionsCell({ contributions: [{ key: "x", label: "<b>x</b>", owner: "<img src=x>", kind: "bot", ms: 1 }] });
-  assert.equal(cell.lines[0], "<b>x</b> (the bot's code: <img src=x>) 1 ms"); // rendered with textContent only
+const MANY = [
+  { key: "stt_final", owner: "DeepgramSTTService#0", kind: "service", ms: 90 },
+  { key: "endpointing_wait", owner: "config: VAD stop_secs", kind: "setting", ms: 200 },
+  { key: "function_call", owner: "lookup_order", kind: "bot", ms: 40 },
+  { key: "llm_inference", owner: "OpenAILLMService#0", kind: "service", ms: 336 },
+  { key: "pipeline", owner: "pipecat", kind: "pipeline", ms: 12 },
+  { key: "tts_first_audio", owner: "CartesiaTTSService#0", kind: "service", ms: 140 },
+  { key: "turn_analyzer", owner: "config: smart turn", kind: "setting", ms: 90 },
+];
+
+test("many parts: the largest four, then '+N more' for the rest; equal parts keep the bot's order", () => {
+  const cell = contributionsCell({ contributions: MANY });
+  assert.equal(cell.shown, 4);
+  assert.equal(cell.more, "+3 more");
+  assert.deepEqual(
+    cell.parts.map((p) => p.text),
+    [
+      "llm_inference 336 ms",
+      "endpointing_wait 200 ms",
+      "tts_first_audio 140 ms",
+      "stt_final 90 ms",
+      "turn_analyzer 90 ms",
+      "function_call 40 ms",
+      "pipeline 12 ms",
+    ],
+  );
+  assert.equal(cell.parts[5].title, "function_call — the bot's code: lookup_order"); // no label: the key
+  assert.deepEqual(cell.parts.filter((p) => p.setting).map((p) => p.key), ["endpointing_wait", "turn_analyzer"]);
+  assert.deepEqual(cell.lines.slice(-1), ["total 908 ms"]); // no user turn given: no "after release"
+  // Exactly four: no "+N more".
+  assert.equal(contributionsCell({ contributions: MANY.slice(0, 4) }).more, "");
+});
+
+/** Just enough of a document for the cell's builder: elements with children, text, class, title, attributes. */
+class FakeElement {
+  constructor(tagName) {
+    Object.assign(this, { tagName: tagName.toUpperCase(), children: [], className: "", title: "", text: "" });
+  }
+  append(...nodes) {
+    this.children.push(...nodes);
+  }
+  set textContent(value) {
+    this.children = [];
+    this.text = String(value);
+  }
+  get textContent() {
+    return this.text + this.children.map((c) => (typeof c === "string" ? c : c.textContent)).join("");
+  }
+  set innerHTML(_) {
+    throw new Error("innerHTML is never used with a bot's words");
+  }
+  all(predicate) {
+    const own = this.children.filter((c) => typeof c !== "string");
+    return [...own.filter(predicate), ...own.flatMap((c) => c.all(predicate))];
+  }
+}
+
+test("the cell's DOM: a line a part with its owner and kind in its title and hidden text, settings marked, the rest in a <details>", () => {
+  const saved = globalThis.document;
+  globalThis.document = { createElement: (tag) => new FakeElement(tag) };
+  try {
+    const td = new FakeElement("td");
+    fillContributions(td, contributionsCell({ contributions: [...MANY, { key: "<b>x</b>", owner: "<img src=x>", kind: "bot", ms: 1 }] }));
+    const top = td.children.filter((c) => c.className.includes("part"));
+    assert.deepEqual(top.map((p) => p.textContent), [
+      "llm_inference 336 ms (service: OpenAILLMService#0)",
+      "endpointing_wait 200 ms (setting: VAD stop_secs)",
+      "tts_first_audio 140 ms (service: CartesiaTTSService#0)",
+      "stt_final 90 ms (service: DeepgramSTTService#0)",
+    ]);
+    assert.equal(top[1].className, "line part setting");
+    assert.equal(top[1].title, "endpointing_wait — setting: VAD stop_secs");
+    assert.equal(top[1].all((e) => e.className === "who")[0].textContent, " (setting: VAD stop_secs)");
+    const [details] = td.all((e) => e.tagName === "DETAILS");
+    assert.equal(details.children[0].tagName, "SUMMARY");
+    assert.equal(details.children[0].textContent, "+4 more");
+    const rest = details.children.slice(1);
+    assert.deepEqual(rest.map((p) => p.all((e) => e.className === "key")[0].textContent), [
+      "turn_analyzer",
+      "function_call",
+      "pipeline",
+      "<b>x</b>",
+    ]);
+    assert.equal(rest[3].title, "<b>x</b> — the bot's code: <img src=x>"); // text, never markup
+    assert.equal(td.children.at(-1).textContent, "total 909 ms");
+    assert.equal(td.tabIndex, 0);
+  } finally {
+    globalThis.document = saved;
+  }
 });

@@ -83,9 +83,41 @@ GREETING = [
     ("to-client", m("bot-tts-text", {"text": "Hello, how can I help?"})),
     ("to-client", m("bot-stopped-speaking")),
 ]
+# The bot's own breakdown of a turn's wait (Pipecat's UserBotLatencyObserver, through the bot package): six parts,
+# two of them settings, one owner a would-be tag; sent just after the bot starts speaking, as the bot package does.
+PARTS = [
+    ("endpointing_wait", "setting", "config: VAD stop_secs", 0.2),
+    ("stt_final", "service", "DeepgramSTTService#0", 0.09),
+    ("llm_inference", "service", "OpenAILLMService#0", 0.336),
+    ("turn_analyzer", "setting", "config: smart turn", 0.05),
+    ("lookup_order", "bot", XSS, 0.04),
+    ("tts_first_audio", "service", "CartesiaTTSService#0", 0.14),
+]
+BREAKDOWN = m(
+    "rtvi-dashboard-latency",
+    {
+        "v": 1,
+        "measured_from": "user_silence",
+        "total_secs": sum(secs for *_, secs in PARTS),
+        "user_turn_secs": 0.25,
+        "released_ago_secs": 0.9,
+        "contributions": [
+            {"key": key, "label": key.replace("_", " "), "owner": owner, "owner_kind": kind, "duration_secs": secs}
+            for key, kind, owner, secs in PARTS
+        ],
+    },
+)
+
+
+def with_breakdown(pairs):
+    """A turn's messages with the bot's breakdown just after its bot-started-speaking."""
+    at = next(i for i, (_, message) in enumerate(pairs) if message["type"] == "bot-started-speaking") + 1
+    return [*pairs[:at], ("to-client", BREAKDOWN), *pairs[at:]]
+
+
 CALL = [
     *GREETING,
-    *pipecat_turn(f"Where is my order {XSS}", ["Let me check that for you.", "It ships today."]),
+    *with_breakdown(pipecat_turn(f"Where is my order {XSS}", ["Let me check that for you.", "It ships today."])),
     *barge_in_turn("Can you look it up?", ["It ships today and arrives on Thursday."], 3),
     *pipecat_turn("No, the other one", ["Sorry.", "Which one?"]),
 ]
@@ -128,6 +160,7 @@ def test_the_session_page_takes_each_turn_apart_and_keeps_it_current(browser, tu
         assert page.locator("[data-testid=turns] tbody tr.barged").count() == 1
         assert "User: No, the other one" in answer
         page.screenshot(path=str(SCREENSHOTS / "turns-desktop.png"), full_page=True)
+        check_the_compact_contributions(page)
 
         # Live: a new turn shows within the page's next read (every 5 s).
         bot.play(pipecat_turn("Thanks!", ["You're welcome!"]))
@@ -140,6 +173,9 @@ def test_the_session_page_takes_each_turn_apart_and_keeps_it_current(browser, tu
             timeout=15000,
         )
         assert "User: Thanks!" in rows(page)[-1]
+        # The breakdown's "+2 more", opened above, is still open after the reads since.
+        opened = page.locator("[data-testid=turns] tbody tr").nth(1).locator("details.more")
+        assert opened.get_attribute("open") is not None
 
         # At 390 px: the table is stacked rows, each value after its column's name, nothing cut at the edge.
         phone = browser.new_context(viewport=PHONE)
@@ -158,12 +194,49 @@ def test_the_session_page_takes_each_turn_apart_and_keeps_it_current(browser, tu
             assert all(b["x"] + b["width"] <= PHONE["width"] for b in boxes)
             label = row.locator("td[data-label=Latency]").evaluate("(td) => getComputedStyle(td, '::before').content")
             assert label == '"Latency"'
+            # Its value beside the label, not under it: the cell keeps the stacked rows' left padding.
+            pad = row.locator("td[data-label=Latency]").evaluate("(td) => parseFloat(getComputedStyle(td).paddingLeft)")
+            assert pad > 100, pad
             small.locator("#turns").screenshot(path=str(SCREENSHOTS / "turns-phone.png"))
         finally:
             phone.close()
     finally:
         bot.close()
         context.close()
+
+
+def check_the_compact_contributions(page):
+    """At 1280 px: the breakdown a short line a part, the largest first, its owner and kind on hover; the table
+    fits, its Missing / notes column inside the window."""
+    cell = page.locator("[data-testid=turns] tbody tr").nth(1).locator("td.contributions")
+    parts = cell.locator(".part")
+    shown = [line.split(" (")[0] for line in parts.all_text_contents()[:4]]
+    assert shown == ["llm_inference 336 ms", "endpointing_wait 200 ms", "tts_first_audio 140 ms", "stt_final 90 ms"]
+    boxes = [part.bounding_box() for part in parts.all()[:4]]
+    assert all(box["height"] < 30 for box in boxes), boxes  # one line each
+    assert parts.first.get_attribute("title") == "llm inference — service: OpenAILLMService#0"
+    setting = cell.locator(".part.setting").first
+    assert setting.get_attribute("title") == "endpointing wait — setting: VAD stop_secs"
+    assert setting.locator(".who").text_content() == " (setting: VAD stop_secs)"  # for screen readers
+    page.mouse.move(0, 0)
+    setting.hover()
+    # The rest behind "+2 more", closed, then open; the would-be tag among them is text.
+    more = cell.locator("details.more")
+    assert more.locator("summary").inner_text() == "+2 more" and not more.get_attribute("open")
+    more.locator("summary").click()
+    assert more.locator(".part").last.get_attribute("title") == f"lookup order — the bot's code: {XSS}"
+    assert page.locator("[data-testid=turns] img").count() == 0
+    # The table fits: nothing to scroll sideways, each row's last cell (Missing / notes) inside the window.
+    page.locator("#turns").screenshot(path="/tmp/compact-turns.png")
+    scroll = page.locator("#turns .table-scroll").evaluate("(e) => [e.scrollWidth, e.clientWidth]")
+    widths = page.locator("[data-testid=turns] thead th").evaluate_all(
+        "(ths) => ths.map((th) => `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`)"
+    )
+    assert scroll[0] <= scroll[1], (scroll, widths)
+    wide = overflow(page, 1280)
+    assert wide["scrollWidth"] <= 1280, wide
+    for box in (td.bounding_box() for td in page.locator("[data-testid=turns] tbody td:last-child").all()):
+        assert box["x"] + box["width"] <= 1280, box
 
 
 def test_the_agent_page_shows_its_turns_by_deployment_desktop_and_phone(browser, turns_server):
