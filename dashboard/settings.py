@@ -405,10 +405,10 @@ LIVE_CONTROL_TIMEOUT = envfloat("LIVE_CONTROL_TIMEOUT", "5")
 # backchannel when it has at most this many words, every one an acknowledgement (turns.ACKNOWLEDGEMENTS).
 TURN_BACKCHANNEL_SECONDS = envfloat("TURN_BACKCHANNEL_SECONDS", "0.8")
 TURN_BACKCHANNEL_WORDS = envint("TURN_BACKCHANNEL_WORDS", "3")
-# TURN_STATS_MAX_SESSIONS: an agent's turn figures (its page) read at most this many of its newest
-# sessions of the period; TURN_STATS_CACHE_SECONDS: how long those figures are reused. Each ended
-# session's own summary is cached for a day (no migration: nothing is stored).
-TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "200")
+# TURN_STATS_MAX_SESSIONS: an agent's turn figures (its page) read the kept figures of at most this many of
+# its newest ended calls of the period (rtvi_monitor/sessions/fleet.py; each call's are kept when it ends,
+# rtvi_monitor/sessions/figures.py); TURN_STATS_CACHE_SECONDS: how long those figures are reused.
+TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "2000")
 TURN_STATS_CACHE_SECONDS = envfloat("TURN_STATS_CACHE_SECONDS", "60")
 
 # --- Alerts (rtvi_monitor/alerts/rules.py) -------------------------------------------

@@ -31,11 +31,14 @@ def subscribe() -> None:
 
 def start_server() -> None:
     """A server process starts (on its event loop): the live path's background work (rtvi_monitor/live/process.py),
-    the alert engine and retention's purges, each once per process whatever starts it first."""
+    the sweep of the calls' turn figures, the alert engine and retention's purges, each once per process whatever
+    starts it first."""
     from rtvi_monitor.alerts import rules as alerts
     from rtvi_monitor.live import process
     from rtvi_monitor.privacy import retention
+    from rtvi_monitor.sessions import figures
 
     process.start()
+    figures.start()
     alerts.start()
     retention.start()

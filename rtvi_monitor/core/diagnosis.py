@@ -1199,9 +1199,9 @@ def _mean_parts(group: list[list]) -> dict[tuple[str, str], float]:
 def made_of(breakdowns: list[list]) -> dict | None:
     """What the waits are made of, from the bots' own breakdowns (core/contributions.py): at the median (the
     turns between the 40th and 60th percentile of the wait) and at the slowest (the p95 turn and every one
-    slower), each part's mean ms and its share of those turns' mean wait; and the slowest of them by name where
-    their calls are known (`_named`). The slowest turns are not the average ones made longer: a VAD's stop time
-    is a fixed part of every turn, an LLM's queue only of some. None without any breakdown."""
+    slower), each part's mean ms and its share of those turns' mean wait; and the SLOWEST_LISTED slowest turns by
+    name where their calls are known (`_named`). The slowest turns are not the average ones made longer: a VAD's
+    stop time is a fixed part of every turn, an LLM's queue only of some. None without any breakdown."""
     if not breakdowns:
         return None
     ordered = sorted(breakdowns, key=lambda b: b[0])
@@ -1229,7 +1229,7 @@ def made_of(breakdowns: list[list]) -> dict | None:
         "p50_ms": percentile(totals, 50),
         "p95_ms": percentile(totals, 95),
         "slowest_turns": len(slowest),
-        "slowest": _named(slowest),
+        "slowest": _named(ordered[-SLOWEST_LISTED:]),
         "parts": parts,
     }
 

@@ -5,10 +5,12 @@ bots' breakdowns, turn by turn) and the yes-or-no flags the deployments' rates c
 message of the call, so they are computed once and kept:
 
 - when the call ends (`keep`, a receiver of the live path's `session_ended`, connected in rtvi_monitor/apps.py);
-- and by `fill`, for the ended calls of the period an agent's figures find without up-to-date ones: calls that
-  ended before figures were kept, a call reopened since (more messages), changed thresholds, and a call whose
-  traces came after its end (rtvi_monitor/sessions/otlp.py drops its figures). At most FILL_AT_ONCE a read,
-  newest first, so a page after an upgrade is never kept waiting by the whole history.
+- by a sweep when a server process starts (`start`): calls that ended before figures were kept (an upgrade),
+  and every call again after the thresholds changed (settings, read at start);
+- and by `fill`, for the newest calls an agent's figures read, where they have none or out-of-date ones: a
+  call reopened since (more messages), a call whose traces came after its end (rtvi_monitor/sessions/otlp.py
+  drops its figures), calls the sweep has not reached yet. At most FILL_AT_ONCE a read, newest first, so a page
+  is never kept waiting by the whole history (it says how many are left).
 
 Numbers and the names of stages and parts only: no words (rtvi_monitor/privacy/contents.py). A session's
 figures go with it when it is erased (the row cascades); retention, which keeps the session's row and figures,
@@ -103,14 +105,47 @@ def stale(sessions):
     return sessions.filter(status=Session.Status.ENDED).exclude(agent_key="").filter(Q(figures__isnull=True) | ~current)
 
 
-def fill(sessions, limit: int = FILL_AT_ONCE) -> int:
-    """Compute and keep the figures of at most `limit` of `sessions` (a queryset of real calls, Session.objects
-    .calls()) that have none or out-of-date ones, newest first; how many it kept."""
+def fill(sessions, newest: int, limit: int = FILL_AT_ONCE) -> tuple[int, int]:
+    """Bring the kept figures of the `newest` of `sessions` (a queryset of real calls, Session.objects.calls()) up
+    to date: at most `limit` computed, newest first. Returns how many it computed and how many are left."""
+    among = Session.objects.filter(pk__in=sessions.order_by("-started_at", "-pk").values("pk")[:newest])
     done = 0
-    for session in stale(sessions).order_by("-started_at", "-pk")[:limit]:
+    for session in stale(among).order_by("-started_at", "-pk")[:limit]:
         _save(compute(session))
         done += 1
-    return done
+    return done, stale(among).count() if done == limit else 0
+
+
+SWEEP_BATCH = 1000  # sessions a sweep's step looks at (by primary key, newest first)
+
+
+def _sweep() -> None:
+    """Every real call's figures brought up to date, newest first, in steps: after an upgrade (calls that ended
+    before figures were kept) and after the thresholds changed (a setting: a restart)."""
+    try:
+        calls = Session.objects.calls()
+        top = calls.order_by("-pk").values_list("pk", flat=True).first()
+        done = 0
+        while top is not None and top > 0:
+            for session in stale(calls.filter(pk__gt=top - SWEEP_BATCH, pk__lte=top)).order_by("-pk"):
+                _save(compute(session))
+                done += 1
+            top -= SWEEP_BATCH
+        if done:
+            logger.info("Kept the turn figures of %d earlier calls", done)
+    except Exception:
+        logger.exception("The sweep of the calls' turn figures stopped; the agent pages fill their newest")
+    finally:
+        connection.close()
+
+
+_swept: list = []
+
+
+def start() -> None:
+    """A server process starts (rtvi_monitor/apps.py): the sweep, once, on the figures' own thread."""
+    if not _swept:
+        _swept.append(_THREAD.submit(_sweep))
 
 
 def forget(organization_id, session_ids) -> int:

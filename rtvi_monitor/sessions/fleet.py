@@ -222,12 +222,13 @@ def agent_turn_figures(
     found = cache.get(key)
     if found is None:
         ended = Session.objects.calls().filter(organization=organization, agent_key=agent_key, started_at__gte=since)
-        pending = kept.stale(ended).count() if kept.fill(ended) == kept.FILL_AT_ONCE else 0
+        _, pending = kept.fill(ended, settings.TURN_STATS_MAX_SESSIONS)
         found = {**_figures_of(calls, period), "total": calls.count(), "pending": pending}
         found["regions"] = sorted(r for r in every.values_list("region", flat=True).distinct() if r)
         top = [p["key"] for p in (found["overall"]["made_of"] or {}).get("parts", ())[:3]]
         found["trend"] = {"parts": top, "buckets": _trend(calls, period, now, top), "most_calls": TREND_CALLS}
-        cache.set(key, found, settings.TURN_STATS_CACHE_SECONDS)
+        if not pending:  # while calls wait to be taken apart, each read takes the next ones
+            cache.set(key, found, settings.TURN_STATS_CACHE_SECONDS)
     for deployment in found["deployments"]:
         deployment["active"] = bool(active_deployment_id) and deployment["deployment_id"] == active_deployment_id
     return {

@@ -418,6 +418,8 @@ class CallFigures(models.Model):
             models.Index(
                 fields=["organization", "agent_key", "deployment_id", "-started_at"], name="figures_deployment_idx"
             ),
+            # A region's figures, and the regions an agent's calls ran in (read from the index alone).
+            models.Index(fields=["organization", "agent_key", "region", "-started_at"], name="figures_region_idx"),
         ]
 
     def __str__(self) -> str:

@@ -257,6 +257,7 @@ function render(section, payload) {
     const tr = document.createElement("tr");
     if (row.className) tr.className = row.className;
     tr.dataset.turn = String(row.number);
+    tr.id = `turn-${row.number}`; // the agent page's slowest turns link here
     for (const cell of row.cells) {
       const td = document.createElement("td");
       td.dataset.label = cell.label;
@@ -281,6 +282,18 @@ function render(section, payload) {
   });
   table.tBodies[0].replaceChildren(...rows);
   section.querySelector("#turns-status").textContent = summaryText(payload);
+  showLinkedTurn(table);
+}
+
+/** A link to one turn (`#turn-3`, from the agent page's slowest turns): its row, once it exists, in view and marked. */
+function showLinkedTurn(table) {
+  const wanted = /^#turn-\d+$/.test(location.hash) ? location.hash.slice(1) : "";
+  const row = wanted ? table.querySelector(`tr[id="${wanted}"]`) : null;
+  if (!row) return;
+  row.classList.add("linked");
+  if (table.dataset.shown === wanted) return; // scrolled once: later reads (every 5 s while live) leave it be
+  table.dataset.shown = wanted;
+  row.scrollIntoView({ block: "center" });
 }
 
 function start(section) {
