@@ -103,10 +103,10 @@ ROUNDS = 1000
 _CHUNK = 100  # bootstrap rounds computed at once (memory: _CHUNK x turns)
 
 
-def _percentile_draws(calls: Sequence[Sequence[float]], q: float, rounds: int, rng) -> np.ndarray:
-    """`rounds` bootstrap draws of the q-th percentile (nearest rank) of the calls' turns, resampling whole calls:
+def _percentile_draws(calls: Sequence[Sequence[float]], qs: Sequence[float], rounds: int, rng) -> np.ndarray:
+    """`rounds` bootstrap draws of each q-th percentile (nearest rank) of the calls' turns, resampling whole calls:
     a call's turns go together (one caller, one network, one moment of the services), so they are not counted
-    as independent."""
+    as independent. One row per q, from the same resamples (one cumulative count serves every q)."""
     sizes = [len(c) for c in calls]
     values = np.concatenate([np.asarray(c, dtype=float) for c in calls])
     owner = np.repeat(np.arange(len(calls)), sizes)
@@ -117,38 +117,49 @@ def _percentile_draws(calls: Sequence[Sequence[float]], q: float, rounds: int, r
         n = min(_CHUNK, rounds - start)
         counts = rng.multinomial(len(calls), np.full(len(calls), 1 / len(calls)), size=n).astype(np.int32)
         cumulative = np.cumsum(counts[:, owner], axis=1)
-        rank = np.maximum(np.ceil(q / 100 * cumulative[:, -1:]), 1)
-        draws.append(values[np.argmax(cumulative >= rank, axis=1)])
-    return np.concatenate(draws)
+        total = cumulative[:, -1:]
+        draws.append(
+            [values[np.argmax(cumulative >= np.maximum(np.ceil(q / 100 * total), 1), axis=1)] for q in qs]
+        )
+    return np.concatenate([np.asarray(chunk) for chunk in draws], axis=1)
 
 
-def percentile_change(
+def percentile_changes(
     a: Sequence[Sequence[float]],
     b: Sequence[Sequence[float]],
-    q: float,
+    qs: Sequence[float],
     family: int = 1,
     alpha: float = 0.05,
     rounds: int = ROUNDS,
     seed: int = 0,
-) -> dict | None:
-    """B's q-th percentile against A's (values per call, each call its turns' values): both, the change, and an
-    interval for it at level 1 - alpha / family (Bonferroni: `family` such intervals together miss at most alpha
-    of the time), by the percentile bootstrap over calls. None when a side has fewer than MIN_CALLS calls."""
+) -> dict[float, dict | None]:
+    """B's q-th percentiles against A's (values per call, each call its turns' values), for each q of `qs`: both,
+    the change, and an interval for it at level 1 - alpha / family (Bonferroni: `family` such intervals together
+    miss at most alpha of the time), by the percentile bootstrap over calls. None for each when a side has
+    fewer than MIN_CALLS calls."""
     a = [c for c in a if len(c)]
     b = [c for c in b if len(c)]
     if len(a) < MIN_CALLS or len(b) < MIN_CALLS:
-        return None
+        return dict.fromkeys(qs)
     rng = np.random.default_rng(seed)
-    change = _percentile_draws(b, q, rounds, rng) - _percentile_draws(a, q, rounds, rng)
+    changes = _percentile_draws(b, qs, rounds, rng) - _percentile_draws(a, qs, rounds, rng)
     tail = alpha / family / 2 * 100
-    low, high = np.percentile(change, [tail, 100 - tail])
-    before = percentile(sorted(v for c in a for v in c), q)
-    after = percentile(sorted(v for c in b for v in c), q)
-    return {
-        "a": float(before),
-        "b": float(after),
-        "change": float(after - before),
-        "low": float(low),
-        "high": float(high),
-        "calls": [len(a), len(b)],
-    }
+    pooled_a, pooled_b = sorted(v for c in a for v in c), sorted(v for c in b for v in c)
+    found = {}
+    for q, change in zip(qs, changes, strict=True):
+        low, high = np.percentile(change, [tail, 100 - tail])
+        before, after = percentile(pooled_a, q), percentile(pooled_b, q)
+        found[q] = {
+            "a": float(before),
+            "b": float(after),
+            "change": float(after - before),
+            "low": float(low),
+            "high": float(high),
+            "calls": [len(a), len(b)],
+        }
+    return found
+
+
+def percentile_change(a, b, q: float, family: int = 1, alpha: float = 0.05, rounds: int = ROUNDS, seed: int = 0):
+    """One q of `percentile_changes`."""
+    return percentile_changes(a, b, (q,), family, alpha, rounds, seed)[q]

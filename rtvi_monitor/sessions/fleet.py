@@ -16,8 +16,11 @@ ended. Cached TURN_STATS_CACHE_SECONDS, by everything the answer depends on.
 import hashlib
 from datetime import timedelta
 
+import orjson
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from rtvi_monitor.core import compare, figure_names
 from rtvi_monitor.core import diagnosis as turns
@@ -26,8 +29,10 @@ from rtvi_monitor.sessions.models import CallFigures, Session
 
 TURN_PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
 TREND_BUCKETS = {"24h": (timedelta(hours=4), 6), "7d": (timedelta(days=1), 7)}
-TREND_CALLS = 200  # of a trend bucket's calls, its newest read
-COMPARE_CALLS = 300  # of a deployment's calls of the period, its newest compared (each side)
+TREND_CALLS = 100  # of a trend bucket's calls, its newest read
+# Of a deployment's calls of the period, its newest compared (each side): the bootstrap's cost grows with the
+# turns it resamples (core/compare.py), and 150 calls of 20 turns answer well under a second (bench/fleet.py).
+COMPARE_CALLS = 150
 
 COMPARED = (*turns.STAGE_NAMES, "latency")
 COMPARED_PERCENTILES = (50, 95)
@@ -110,8 +115,8 @@ def compare_calls(before: list[dict], after: list[dict]) -> tuple[list[dict], in
         a = [values.get(name) or [] for values in before]
         b = [values.get(name) or [] for values in after]
         label = LABELS.get(name) or f"{name[len(PART) :]} (its bots' breakdown)"
-        for q in COMPARED_PERCENTILES:
-            change = compare.percentile_change(a, b, q, family=family, seed=q)
+        changes = compare.percentile_changes(a, b, COMPARED_PERCENTILES, family=family)
+        for q, change in changes.items():
             rows.append({"figure": name, "label": label, "q": q, "change": change, "verdict": _verdict(change)})
     rows.extend(_rate_row(flag, before, after, family) for flag in RATES)
     return rows, family
@@ -128,9 +133,16 @@ def _pair(deployments: list[dict], active: str | None, before: str, after: str) 
     return (before, after) if after and before else None
 
 
+def _json(name: str):
+    """A JSON column read as its text and parsed with orjson: Django's JSONField parses with json, three times
+    slower, and an agent's figures parse thousands of calls' summaries."""
+    return Cast(name, TextField())
+
+
 def _side(calls, deployment_id: str) -> list[dict]:
-    rows = calls.filter(deployment_id=deployment_id).order_by("-started_at").values_list("summary", "flags")
-    return [{**call_values(summary), FLAGS: flags} for summary, flags in rows[:COMPARE_CALLS]]
+    rows = calls.filter(deployment_id=deployment_id).order_by("-started_at")
+    rows = rows.annotate(s=_json("summary"), f=_json("flags")).values_list("s", "f")[:COMPARE_CALLS]
+    return [{**call_values(orjson.loads(summary)), FLAGS: orjson.loads(flags)} for summary, flags in rows]
 
 
 def deployment_change(calls, scope_key: str, deployments: list[dict], active, before="", after="") -> dict | None:
@@ -152,7 +164,7 @@ def deployment_change(calls, scope_key: str, deployments: list[dict], active, be
 
 # --- the period's figures, and their trend ----------------------------------------------------------------------
 
-READ = ("session__session_id", "deployment_id", "started_at", "summary")
+READ = ("session__session_id", "deployment_id", "started_at", "s")
 
 
 def _named(session_id: str, summary: dict) -> dict:
@@ -163,12 +175,13 @@ def _named(session_id: str, summary: dict) -> dict:
 
 def _figures_of(calls, period: str) -> dict:
     """The figures of the newest TURN_STATS_MAX_SESSIONS of `calls`: overall and per deployment."""
-    rows = list(calls.order_by("-started_at").values_list(*READ)[: settings.TURN_STATS_MAX_SESSIONS])
+    newest = calls.order_by("-started_at").annotate(s=_json("summary"))
+    rows = list(newest.values_list(*READ)[: settings.TURN_STATS_MAX_SESSIONS])
     by_deployment: dict[str, list] = {}
     seen: dict[str, list] = {}
     summaries = []
-    for session_id, deployment_id, started_at, summary in rows:
-        summary = _named(session_id, summary)
+    for session_id, deployment_id, started_at, text in rows:
+        summary = _named(session_id, orjson.loads(text))
         summaries.append(summary)
         by_deployment.setdefault(deployment_id, []).append(summary)
         span = seen.setdefault(deployment_id, [started_at, started_at])
@@ -191,7 +204,8 @@ def _trend(calls, period: str, now, parts: list[str]) -> list[dict]:
     for i in range(count, 0, -1):
         start, end = now - size * i, now - size * (i - 1)
         bucket = calls.filter(started_at__gte=start, started_at__lt=end)
-        summaries = list(bucket.order_by("-started_at").values_list("summary", flat=True)[:TREND_CALLS])
+        texts = bucket.order_by("-started_at").annotate(s=_json("summary")).values_list("s", flat=True)
+        summaries = [orjson.loads(text) for text in texts[:TREND_CALLS]]
         found = turns.aggregate(summaries)
         made = {p["key"]: p for p in (found["made_of"] or {}).get("parts", ())}
         out.append(

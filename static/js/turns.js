@@ -293,7 +293,7 @@ function showLinkedTurn(table) {
   row.classList.add("linked");
   if (table.dataset.shown === wanted) return; // scrolled once: later reads (every 5 s while live) leave it be
   table.dataset.shown = wanted;
-  row.scrollIntoView({ block: "center" });
+  row.scrollIntoView({ block: "start" });
 }
 
 function start(section) {
