@@ -118,9 +118,7 @@ def _percentile_draws(calls: Sequence[Sequence[float]], qs: Sequence[float], rou
         counts = rng.multinomial(len(calls), np.full(len(calls), 1 / len(calls)), size=n).astype(np.int32)
         cumulative = np.cumsum(counts[:, owner], axis=1)
         total = cumulative[:, -1:]
-        draws.append(
-            [values[np.argmax(cumulative >= np.maximum(np.ceil(q / 100 * total), 1), axis=1)] for q in qs]
-        )
+        draws.append([values[np.argmax(cumulative >= np.maximum(np.ceil(q / 100 * total), 1), axis=1)] for q in qs])
     return np.concatenate([np.asarray(chunk) for chunk in draws], axis=1)
 
 

@@ -50,6 +50,9 @@ def compute(session: Session) -> CallFigures:
     }
     found = diagnosis.diagnose(turn_events(session.pk), traces, live=False, **thresholds)
     summary = diagnosis.summary(found["turns"])
+    heard = _voice_to_voice(session.pk)
+    if heard:
+        summary["values"][VOICE_TO_VOICE] = heard
     flags = {
         "barge_in": summary["counts"]["barge_ins"] > 0,
         # As HAS_ERRORS counts a session with errors, and FAILED_ENDS one that ended badly.
@@ -68,6 +71,22 @@ def compute(session: Session) -> CallFigures:
         summary=summary,
         flags=flags,
     )
+
+
+VOICE_TO_VOICE = "voice_to_voice"  # a recorded call's turns as the audio measured them, beside the messages' figures
+
+
+def _voice_to_voice(session_pk: int) -> list[float]:
+    """The call's waits as its recording measured them (ms: the caller's voice stopping to the bot's starting, as
+    rtvi_monitor/audio/store.py `analyse` keeps them, read through the session's reverse relation, so sessions does
+    not import audio), the bot's speech over the caller's left out; none without a recording."""
+    found = Session.objects.filter(pk=session_pk).values_list("audio__analysis", flat=True).first()
+    turns = found.get("turns") if isinstance(found, dict) else None
+    return [
+        round(t["seconds"] * 1000, 1)
+        for t in turns or ()
+        if isinstance(t, dict) and not t.get("over_caller") and isinstance(t.get("seconds"), int | float)
+    ]
 
 
 def _save(figures: CallFigures) -> None:

@@ -36,7 +36,10 @@ COMPARE_CALLS = 150
 
 COMPARED = (*turns.STAGE_NAMES, "latency")
 COMPARED_PERCENTILES = (50, 95)
-LABELS = {stage: label for stage, _, _, label in turns.STAGES} | {"latency": figure_names.TURN_LATENCY.name}
+LABELS = {stage: label for stage, _, _, label in turns.STAGES} | {
+    "latency": figure_names.TURN_LATENCY.name,
+    kept.VOICE_TO_VOICE: "Voice to voice (from the recordings)",
+}
 PART = "part:"  # a breakdown part's values among a call's, beside the stages' (`part:llm_inference`)
 FLAGS = "flags"  # a call's yes-or-no figures among its values: a barge-in, errors, a bad end
 RATES = {
@@ -67,7 +70,8 @@ def call_values(summary: dict) -> dict[str, list[float]]:
 
 
 def _compared(before: list[dict], after: list[dict]) -> list[str]:
-    """The figures compared: the stages, the turn latency, and the parts both sides' breakdowns name most."""
+    """The figures compared: the stages, the turn latency, the voice-to-voice wait where calls were recorded, and
+    the parts both sides' breakdowns name most."""
     named: dict[str, list[int]] = {}
     for side, calls in enumerate((before, after)):
         for values in calls:
@@ -75,7 +79,8 @@ def _compared(before: list[dict], after: list[dict]) -> list[str]:
                 if name.startswith(PART):
                     named.setdefault(name, [0, 0])[side] += 1
     shared = sorted((n for n, counts in named.items() if all(counts)), key=lambda n: -min(named[n]))
-    return [*COMPARED, *shared[:MOST_PARTS]]
+    heard = [kept.VOICE_TO_VOICE] if any(kept.VOICE_TO_VOICE in values for values in (*before, *after)) else []
+    return [*COMPARED, *heard, *shared[:MOST_PARTS]]
 
 
 def _verdict(change: dict | None) -> str:

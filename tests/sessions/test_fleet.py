@@ -200,3 +200,28 @@ def test_another_organizations_calls_are_never_in_the_figures(org, other_org, cl
     ours = agent_turn_figures(org, cloud["id"], "24h", timezone.now())
     assert (ours["total"], ours["regions"]) == (1, [])
     assert "theirs" not in json.dumps(ours, default=str)
+
+
+@pytest.mark.django_db
+def test_recorded_calls_compare_their_voice_to_voice_wait(org, cloud, settings):  # noqa: F811
+    """Issue 37, part 3: where calls were recorded, the wait the audio measured is compared too (the bot's speech
+    over the caller's left out, as the recording's analysis has it)."""
+    from rtvi_monitor.audio.models import SessionAudio
+    from rtvi_monitor.core.compare import MIN_CALLS
+
+    settings.TURN_STATS_CACHE_SECONDS = 0
+    for deployment, seconds, hours in (("dep-a", 0.8, 3), ("dep-b", 1.6, 1)):
+        for n in range(MIN_CALLS):
+            session = call(
+                org, cloud, f"{deployment}-{n}", deployment=deployment, age=timedelta(hours=hours, minutes=n)
+            )
+            heard = [{"seconds": seconds + n / 1000, "over_caller": False}, {"seconds": 0.1, "over_caller": True}]
+            SessionAudio.objects.create(session=session, sample_rate=16000, origin=0, end=1, analysis={"turns": heard})
+    figures.fill(Session.objects.calls().filter(organization=org), 200, limit=200)
+    kept = CallFigures.objects.get(session__session_id="dep-a-3")
+    assert kept.summary["values"]["voice_to_voice"] == [803.0]  # the bot's speech over the caller's left out
+    change = agent_turn_figures(org, cloud["id"], "24h", timezone.now())["change"]
+    rows = {(row["figure"], row["q"]): row for row in change["rows"]}
+    heard = rows[("voice_to_voice", 50)]
+    assert heard["label"] == "Voice to voice (from the recordings)" and heard["verdict"] == "worse"
+    assert heard["change"]["change"] == pytest.approx(800, abs=1)
