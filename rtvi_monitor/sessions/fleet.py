@@ -113,7 +113,8 @@ def compare_calls(before: list[dict], after: list[dict]) -> tuple[list[dict], in
     percentile_change: the bootstrap over calls, every interval of the table widened together so that two
     deployments that behave the same are called worse or better at most 5 % of the time in all), then the
     rates. Worse or better only when the whole interval is. Returns the rows and the family's size."""
-    names = _compared(before, after)
+    # A figure measured on no call of either side (a bot that sends no LLM messages) has no row, not "too few".
+    names = [n for n in _compared(before, after) if any(values.get(n) for values in (*before, *after))]
     family = len(names) * len(COMPARED_PERCENTILES) + len(RATES)
     rows = []
     for name in names:

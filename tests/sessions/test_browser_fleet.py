@@ -24,11 +24,26 @@ from django.utils import timezone
 from dashboard.models import Agent, Membership, Organization
 from rtvi_monitor.sessions import figures
 from rtvi_monitor.sessions.models import Event, Session
-from tests.sessions.test_turns_contributions import vad_pairs
+from tests.core.test_contributions import breakdown, m, part, turn
 
 org = Organization.objects.get(name="Demo Voice Co")
 agent = Agent.objects.get(organization=org, name="support-concierge")
 now, rng = timezone.now(), random.Random(7)
+
+
+def call(t0, stop):
+    # Two spoken turns, timed as a bot sends them: the VAD waits `stop` of silence before it releases the turn
+    # (user-stopped-speaking), the LLM answers ~0.3 s later; the bot's breakdown says both.
+    timed = []
+    for k in range(2):
+        released = t0 + 10 * k + 2 + stop
+        llm = rng.uniform(0.25, 0.35)
+        parts = [part("endpointing_wait", stop, "setting", "config: VAD stop_secs"), part("llm_inference", llm)]
+        said = m("user-transcription", {"text": "Where is my order?", "final": True})
+        timed += turn(released, released + llm, (released + 0.01, said), (released + llm - 0.005, breakdown(parts, user_turn_secs=stop)))  # noqa: E501
+    return timed
+
+
 for deployment, stop, hours in (("v1-vad-200ms", 0.2, 5), ("v2-vad-600ms", 0.6, 2)):
     for n in range({calls}):
         start = now - timedelta(hours=hours, minutes=n)
@@ -37,15 +52,13 @@ for deployment, stop, hours in (("v1-vad-200ms", 0.2, 5), ("v2-vad-600ms", 0.6, 
             session_id=f"{deployment}-{n:02d}", started_at=start, ended_at=start + timedelta(minutes=2),
             deployment_id=deployment, region="eu-west" if n % 2 else "us-east", end_kind="bot_finished",
         )
-        pairs = vad_pairs(stop, rng)
-        said = {"label": "rtvi-ai", "type": "user-transcription", "data": {"text": "Where is my order?", "final": True}}
-        pairs.insert(3, ("to-client", said))
+        timed = call(start.timestamp(), stop)
         Event.objects.bulk_create(
-            Event(session=session, seq=i, direction=direction, type=message["type"],
-                  received_at=start.timestamp() + i * 0.05, message=json.dumps(message))
-            for i, (direction, message) in enumerate(pairs, 1)
+            Event(session=session, seq=i, direction="to-client", type=message["type"], received_at=at,
+                  message=json.dumps(message))
+            for i, (at, message) in enumerate(timed, 1)
         )
-        Session.objects.filter(pk=session.pk).update(event_count=len(pairs))
+        Session.objects.filter(pk=session.pk).update(event_count=len(timed))
 figures._sweep()  # what a server does at start: the earlier calls' figures kept
 viewer = User.objects.create_user("watcher", password="{password}")
 Membership.objects.create(organization=org, user=viewer, role="viewer")
@@ -96,6 +109,8 @@ def test_the_agent_page_takes_the_fleets_wait_apart_and_blames_the_vads_setting(
         }
         assert verdicts["part:endpointing_wait-p50"] == "worse" and verdicts["part:endpointing_wait-p95"] == "worse"
         assert verdicts["part:llm_inference-p50"] == "no difference shown"
+        # The messages' turn latency starts at the turn's release, after the VAD's wait: it cannot see the setting.
+        assert verdicts["latency-p50"] == "no difference shown"
         assert page.locator("#c-after").input_value() == "v2-vad-600ms"
         assert page.locator("#c-before").input_value() == "v1-vad-200ms"
         report = overflow(page, width)
