@@ -34,11 +34,15 @@ TREND_CALLS = 100  # of a trend bucket's calls, its newest read
 # turns it resamples (core/compare.py), and 150 calls of 20 turns answer well under a second (bench/fleet.py).
 COMPARE_CALLS = 150
 
+# The bots' breakdowns' totals: the whole wait from the user's silence, the VAD's stop time in it (the messages'
+# turn latency starts when the VAD releases the turn, after it).
+WHOLE_WAIT = "breakdown_total"
 COMPARED = (*turns.STAGE_NAMES, "latency")
 COMPARED_PERCENTILES = (50, 95)
 LABELS = {stage: label for stage, _, _, label in turns.STAGES} | {
     "latency": figure_names.TURN_LATENCY.name,
     kept.VOICE_TO_VOICE: "Voice to voice (from the recordings)",
+    WHOLE_WAIT: "Whole wait from the user's silence (its bots' breakdown)",
 }
 PART = "part:"  # a breakdown part's values among a call's, beside the stages' (`part:llm_inference`)
 FLAGS = "flags"  # a call's yes-or-no figures among its values: a barge-in, errors, a bad end
@@ -63,7 +67,8 @@ def _thresholds() -> dict:
 def call_values(summary: dict) -> dict[str, list[float]]:
     """One call's values per figure: its stages' and turn latency's, and each part its bots' breakdowns name."""
     values = dict(summary["values"])
-    for _, parts, *_ in summary.get("breakdowns", ()):
+    for total, parts, *_ in summary.get("breakdowns", ()):
+        values.setdefault(WHOLE_WAIT, []).append(total)
         for key, _, ms in parts:
             values.setdefault(PART + key, []).append(ms)
     return values
@@ -79,8 +84,8 @@ def _compared(before: list[dict], after: list[dict]) -> list[str]:
                 if name.startswith(PART):
                     named.setdefault(name, [0, 0])[side] += 1
     shared = sorted((n for n, counts in named.items() if all(counts)), key=lambda n: -min(named[n]))
-    heard = [kept.VOICE_TO_VOICE] if any(kept.VOICE_TO_VOICE in values for values in (*before, *after)) else []
-    return [*COMPARED, *heard, *shared[:MOST_PARTS]]
+    extra = [name for name in (kept.VOICE_TO_VOICE, WHOLE_WAIT) if any(name in v for v in (*before, *after))]
+    return [*COMPARED, *extra, *shared[:MOST_PARTS]]
 
 
 def _verdict(change: dict | None) -> str:
