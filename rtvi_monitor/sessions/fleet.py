@@ -88,10 +88,24 @@ def _compared(before: list[dict], after: list[dict]) -> list[str]:
     return [*COMPARED, *extra, *shared[:MOST_PARTS]]
 
 
+# A change smaller than this is never called worse or better, whatever its interval: calls that share a machine's
+# load (or a provider's minute) are not quite independent, and with near-constant timings a few ms came out
+# "worse" now and then (tests/house/test_pipecat_deployments.py, two identical services side by side).
+MIN_CHANGE_MS = 20.0
+MIN_CHANGE_SHARE = 0.05  # of the figure before
+
+
 def _verdict(change: dict | None) -> str:
+    """Worse (better) when the whole interval is above (below) zero and the change is at least MIN_CHANGE_MS and
+    MIN_CHANGE_SHARE of the figure before."""
     if change is None:
         return "too few calls"
-    return "worse" if change["low"] > 0 else "better" if change["high"] < 0 else "no difference shown"
+    floor = max(MIN_CHANGE_MS, MIN_CHANGE_SHARE * abs(change["a"]))
+    if change["low"] > 0 and change["change"] >= floor:
+        return "worse"
+    if change["high"] < 0 and -change["change"] >= floor:
+        return "better"
+    return "no difference shown"
 
 
 def _rate_row(flag: str, before: list[dict], after: list[dict], family: int, alpha: float = 0.05) -> dict:
@@ -168,7 +182,7 @@ def deployment_change(calls, scope_key: str, deployments: list[dict], active, be
     if found is None:
         rows, family = compare_calls(_side(calls, before), _side(calls, after))
         found = {"before": before, "after": after, "rows": rows, "min_calls": compare.MIN_CALLS, "family": family}
-        found["most_calls"] = COMPARE_CALLS
+        found |= {"most_calls": COMPARE_CALLS, "min_change_ms": MIN_CHANGE_MS, "min_change_share": MIN_CHANGE_SHARE}
         cache.set(key, found, settings.TURN_STATS_CACHE_SECONDS)
     return found
 
