@@ -4,8 +4,10 @@ Read from each ended call's kept figures (models.CallFigures, rtvi_monitor/sessi
 every call's messages, so that a fleet's history answers in well under a second (bench/fleet.py,
 docs/BENCHMARKS.md). What each figure reads, bounded:
 
-- the period's figures (rates, each stage's p50/p95, what the wait is made of, per deployment): the newest
+- the period's figures (rates, each stage's p50/p95, what the wait is made of): the newest
   TURN_STATS_MAX_SESSIONS calls of the period, of a region or all (`read` of `total`, said on the page);
+- per deployment: the period's MOST_DEPLOYMENTS with the newest calls, each counted and its newest
+  DEPLOYMENT_CALLS calls read;
 - the trend: each bucket of the period (4 hours of a day, days of a week), its newest TREND_CALLS calls;
 - two deployments compared: each one's newest COMPARE_CALLS calls of the period.
 
@@ -19,7 +21,7 @@ from datetime import timedelta
 import orjson
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import TextField
+from django.db.models import Count, Max, Min, TextField
 from django.db.models.functions import Cast
 
 from rtvi_monitor.core import compare, figure_names
@@ -30,6 +32,8 @@ from rtvi_monitor.sessions.models import CallFigures, Session
 TURN_PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
 TREND_BUCKETS = {"24h": (timedelta(hours=4), 6), "7d": (timedelta(days=1), 7)}
 TREND_CALLS = 100  # of a trend bucket's calls, its newest read
+MOST_DEPLOYMENTS = 8  # the period's deployments listed (and offered to compare), newest last call first
+DEPLOYMENT_CALLS = 200  # of a listed deployment's calls, its newest read for its row
 # Of a deployment's calls of the period, its newest compared (each side): the bootstrap's cost grows with the
 # turns it resamples (core/compare.py), and 150 calls of 20 turns answer well under a second (bench/fleet.py).
 COMPARE_CALLS = 150
@@ -189,7 +193,7 @@ def deployment_change(calls, scope_key: str, deployments: list[dict], active, be
 
 # --- the period's figures, and their trend ----------------------------------------------------------------------
 
-READ = ("session__session_id", "deployment_id", "started_at", "s")
+READ = ("session__session_id", "s")
 
 
 def _named(session_id: str, summary: dict) -> dict:
@@ -198,26 +202,33 @@ def _named(session_id: str, summary: dict) -> dict:
     return {**summary, "breakdowns": breakdowns}
 
 
+def _deployments(calls) -> list[dict]:
+    """The period's deployments, newest last call first (at most MOST_DEPLOYMENTS), each with its calls' count,
+    first and last, and the figures of its newest DEPLOYMENT_CALLS calls (`read`)."""
+    found = (
+        calls.values("deployment_id")
+        .annotate(calls=Count("pk"), first_at=Min("started_at"), last_at=Max("started_at"))
+        .order_by("-last_at")[:MOST_DEPLOYMENTS]
+    )
+    out = []
+    for row in found:
+        texts = calls.filter(deployment_id=row["deployment_id"]).order_by("-started_at").annotate(s=_json("summary"))
+        summaries = [orjson.loads(text) for text in texts.values_list("s", flat=True)[:DEPLOYMENT_CALLS]]
+        out.append({**row, **turns.aggregate(summaries), "sessions": row["calls"], "read": len(summaries)})
+    return out
+
+
 def _figures_of(calls, period: str) -> dict:
-    """The figures of the newest TURN_STATS_MAX_SESSIONS of `calls`: overall and per deployment."""
+    """The figures of the newest TURN_STATS_MAX_SESSIONS of `calls`, and per deployment (`_deployments`)."""
     newest = calls.order_by("-started_at").annotate(s=_json("summary"))
     rows = list(newest.values_list(*READ)[: settings.TURN_STATS_MAX_SESSIONS])
-    by_deployment: dict[str, list] = {}
-    seen: dict[str, list] = {}
-    summaries = []
-    for session_id, deployment_id, started_at, text in rows:
-        summary = _named(session_id, orjson.loads(text))
-        summaries.append(summary)
-        by_deployment.setdefault(deployment_id, []).append(summary)
-        span = seen.setdefault(deployment_id, [started_at, started_at])
-        span[0], span[1] = min(span[0], started_at), max(span[1], started_at)
-    deployments = [
-        {"deployment_id": deployment_id, "first_at": seen[deployment_id][0], "last_at": seen[deployment_id][1],
-         **turns.aggregate(items)}
-        for deployment_id, items in by_deployment.items()
-    ]  # fmt: skip
-    deployments.sort(key=lambda d: d["last_at"], reverse=True)
-    return {"period": period, "read": len(rows), "overall": turns.aggregate(summaries), "deployments": deployments}
+    summaries = [_named(session_id, orjson.loads(text)) for session_id, text in rows]
+    return {
+        "period": period,
+        "read": len(rows),
+        "overall": turns.aggregate(summaries),
+        "deployments": _deployments(calls),
+    }
 
 
 def _trend(calls, period: str, now, parts: list[str]) -> list[dict]:

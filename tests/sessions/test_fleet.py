@@ -225,3 +225,22 @@ def test_recorded_calls_compare_their_voice_to_voice_wait(org, cloud, settings):
     heard = rows[("voice_to_voice", 50)]
     assert heard["label"] == "Voice to voice (from the recordings)" and heard["verdict"] == "worse"
     assert heard["change"]["change"] == pytest.approx(800, abs=1)
+
+
+@pytest.mark.django_db
+def test_deployments_older_than_the_newest_calls_read_are_still_listed_and_compared(org, cloud, settings):  # noqa: F811
+    """At a fleet's scale the newest calls read are all the newest deployment's: the others are listed (counted,
+    each from its own newest calls) and compared all the same (bench/fleet.py found the comparison missing)."""
+    from rtvi_monitor.core.compare import MIN_CALLS
+
+    settings.TURN_STATS_CACHE_SECONDS = 0
+    settings.TURN_STATS_MAX_SESSIONS = 5
+    for deployment, hours in (("dep-a", 3), ("dep-b", 1)):
+        for n in range(MIN_CALLS):
+            call(org, cloud, f"{deployment}-{n}", deployment=deployment, age=timedelta(hours=hours, minutes=n))
+    figures.fill(Session.objects.calls().filter(organization=org), 200, limit=200)
+    found = agent_turn_figures(org, cloud["id"], "24h", timezone.now())
+    assert found["read"] == 5
+    listed = {d["deployment_id"]: (d["sessions"], d["read"]) for d in found["deployments"]}
+    assert listed == {"dep-b": (MIN_CALLS, MIN_CALLS), "dep-a": (MIN_CALLS, MIN_CALLS)}
+    assert (found["change"]["before"], found["change"]["after"]) == ("dep-a", "dep-b")
