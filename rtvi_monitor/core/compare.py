@@ -104,7 +104,7 @@ _CHUNK = 100  # bootstrap rounds computed at once (memory: _CHUNK x turns)
 
 
 def _percentile_draws(calls: Sequence[Sequence[float]], qs: Sequence[float], rounds: int, rng) -> np.ndarray:
-    """`rounds` bootstrap draws of each q-th percentile (nearest rank) of the calls' turns, resampling whole calls:
+    """`rounds` bootstrap draws of each q-th percentile (`percentile`'s) of the calls' turns, resampling whole calls:
     a call's turns go together (one caller, one network, one moment of the services), so they are not counted
     as independent. One row per q, from the same resamples (one cumulative count serves every q)."""
     sizes = [len(c) for c in calls]
@@ -112,13 +112,19 @@ def _percentile_draws(calls: Sequence[Sequence[float]], qs: Sequence[float], rou
     owner = np.repeat(np.arange(len(calls)), sizes)
     order = np.argsort(values, kind="stable")
     values, owner = values[order], owner[order]
+    # A resample's turns number at most every call the largest (all its draws on it): in 16 bits when that fits,
+    # half the memory the counts pass through (twice as fast, the same draws).
+    dtype = np.int16 if len(calls) * max(sizes) < 2**15 else np.int32
     draws = []
     for start in range(0, rounds, _CHUNK):
         n = min(_CHUNK, rounds - start)
-        counts = rng.multinomial(len(calls), np.full(len(calls), 1 / len(calls)), size=n).astype(np.int32)
-        cumulative = np.cumsum(counts[:, owner], axis=1)
+        counts = rng.multinomial(len(calls), np.full(len(calls), 1 / len(calls)), size=n).astype(dtype)
+        cumulative = np.cumsum(counts[:, owner], axis=1, dtype=dtype)
         total = cumulative[:, -1:]
-        draws.append([values[np.argmax(cumulative >= np.maximum(np.ceil(q / 100 * total), 1), axis=1)] for q in qs])
+        # The page's own percentile (reducer.turns.percentile: the value at round(q% of n - 1), 0-based), so that
+        # the draws are of the figure the table shows (a property test found the two told apart).
+        ranks = [(np.round(q / 100 * (total - 1)) + 1).astype(dtype) for q in qs]
+        draws.append([values[np.argmax(cumulative >= rank, axis=1)] for rank in ranks])
     return np.concatenate([np.asarray(chunk) for chunk in draws], axis=1)
 
 

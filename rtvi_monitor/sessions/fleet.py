@@ -31,12 +31,12 @@ from rtvi_monitor.sessions.models import CallFigures, Session
 
 TURN_PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
 TREND_BUCKETS = {"24h": (timedelta(hours=4), 6), "7d": (timedelta(days=1), 7)}
-TREND_CALLS = 100  # of a trend bucket's calls, its newest read
+TREND_CALLS = 50  # of a trend bucket's calls, its newest read
 MOST_DEPLOYMENTS = 8  # the period's deployments listed (and offered to compare), newest last call first
-DEPLOYMENT_CALLS = 200  # of a listed deployment's calls, its newest read for its row
+DEPLOYMENT_CALLS = 100  # of a listed deployment's calls, its newest read for its row
 # Of a deployment's calls of the period, its newest compared (each side): the bootstrap's cost grows with the
-# turns it resamples (core/compare.py), and 150 calls of 20 turns answer well under a second (bench/fleet.py).
-COMPARE_CALLS = 150
+# turns it resamples (core/compare.py): 100 calls of 20 turns a side keep the page under a second (bench/fleet.py).
+COMPARE_CALLS = 100
 
 # The bots' breakdowns' totals: the whole wait from the user's silence, the VAD's stop time in it (the messages'
 # turn latency starts when the VAD releases the turn, after it).

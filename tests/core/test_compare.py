@@ -7,6 +7,7 @@ import random
 
 import pytest
 from hypothesis import given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from rtvi_monitor.core import compare
@@ -120,3 +121,25 @@ def test_a_deployment_whose_waits_grew_is_told_apart():
         for s in range(30)
     )
     assert caught >= 27, caught
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 5000), min_size=1, max_size=30), min_size=1, max_size=40),
+    st.sampled_from([1, 1700]),
+    st.integers(0, 2**16),
+)
+def test_each_bootstrap_draw_is_the_nearest_rank_percentile_of_its_resample(calls, long_call, seed):
+    """Whatever the counts' width (16 bits for these calls, 32 when one call is long enough to need it), each draw is
+    the q-th percentile of the turns of the calls it drew, as counted by hand."""
+    import numpy as np
+
+    from rtvi_monitor.core.compare import _percentile_draws
+    from rtvi_monitor.core.reducer.turns import percentile
+
+    calls = [*calls, [2500] * long_call]
+    draws = _percentile_draws(calls, (50, 95), 5, np.random.default_rng(seed))
+    counts = np.random.default_rng(seed).multinomial(len(calls), np.full(len(calls), 1 / len(calls)), size=5)
+    for r in range(5):
+        pooled = sorted(v for c, k in zip(calls, counts[r], strict=True) for v in c * int(k))
+        assert [draws[0][r], draws[1][r]] == [percentile(pooled, 50), percentile(pooled, 95)]
