@@ -408,7 +408,7 @@ TURN_BACKCHANNEL_WORDS = envint("TURN_BACKCHANNEL_WORDS", "3")
 # TURN_STATS_MAX_SESSIONS: an agent's turn figures (its page) read the kept figures of at most this many of
 # its newest ended calls of the period (rtvi_monitor/sessions/fleet.py; each call's are kept when it ends,
 # rtvi_monitor/sessions/figures.py); TURN_STATS_CACHE_SECONDS: how long those figures are reused.
-TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "1000")
+TURN_STATS_MAX_SESSIONS = envint("TURN_STATS_MAX_SESSIONS", "500")
 TURN_STATS_CACHE_SECONDS = envfloat("TURN_STATS_CACHE_SECONDS", "60")
 
 # --- Alerts (rtvi_monitor/alerts/rules.py) -------------------------------------------
