@@ -18,6 +18,7 @@ keeps them too. Eval runs' calls (Session.eval_run) are not the fleet's: they ha
 """
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
@@ -30,6 +31,11 @@ from rtvi_monitor.sessions.traces import session_traces
 
 logger = logging.getLogger(__name__)
 FILL_AT_ONCE = 100  # calls a read computes at most (each reads its messages once)
+VOICE_TO_VOICE = "voice_to_voice"  # a recorded call's turns as the audio measured them, beside the messages' figures
+# The figures' own thread rests as long as it worked after each call (at least PACE_MIN seconds): taking calls
+# apart is Python (the GIL), and a sweep after an upgrade, or a thousand calls ending together, must leave the
+# live path's event loop most of the interpreter.
+PACE_MIN = 0.005
 _THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-figures")
 
 
@@ -73,9 +79,6 @@ def compute(session: Session) -> CallFigures:
     )
 
 
-VOICE_TO_VOICE = "voice_to_voice"  # a recorded call's turns as the audio measured them, beside the messages' figures
-
-
 def _voice_to_voice(session_pk: int) -> list[float]:
     """The call's waits as its recording measured them (ms: the caller's voice stopping to the bot's starting, as
     rtvi_monitor/audio/store.py `analyse` keeps them, read through the session's reverse relation, so sessions does
@@ -98,11 +101,18 @@ def _save(figures: CallFigures) -> None:
         pass
 
 
+def _paced(session: Session) -> None:
+    """Compute and keep the call's figures, then rest as long (on the figures' own thread only)."""
+    started = time.monotonic()
+    _save(compute(session))
+    time.sleep(max(PACE_MIN, time.monotonic() - started))
+
+
 def _keep_now(session_pk: int) -> None:
     try:
         session = Session.objects.filter(pk=session_pk, status=Session.Status.ENDED).first()
         if session is not None:
-            _save(compute(session))
+            _paced(session)
     except Exception:  # logged; the next read of the agent's figures computes it (`fill`)
         logger.exception("The figures of session %s were not kept", session_pk)
     finally:
@@ -147,7 +157,7 @@ def _sweep() -> None:
         done = 0
         while top is not None and top > 0:
             for session in stale(calls.filter(pk__gt=top - SWEEP_BATCH, pk__lte=top)).order_by("-pk"):
-                _save(compute(session))
+                _paced(session)
                 done += 1
             top -= SWEEP_BATCH
         if done:
