@@ -266,6 +266,8 @@ class Query:
         raw = self._typed(name, exact)
         if len(raw) > max_length:
             raise BadParam(name, f"expected at most {max_length} characters, got {len(raw)}")
+        if "\x00" in raw:  # no text column of PostgreSQL's can hold it: a query with it would be a 500
+            raise BadParam(name, "must not contain a NUL character (\\x00)")
         return raw
 
     def session_id(self, name: str) -> str:

@@ -16,7 +16,7 @@ from rtvi_monitor.live.models import IngestToken
 from rtvi_monitor.live.registry import SERVER_ID
 from rtvi_monitor.redaction.models import RedactionRule
 from rtvi_monitor.sessions import agent_link
-from rtvi_monitor.sessions.models import Session
+from rtvi_monitor.sessions.models import CallFigures, Session
 
 
 def _find_credential(token: str) -> IngestToken | None:
@@ -61,6 +61,8 @@ def open_for_bot(organization, session_id: str, link, holder: str, tags: dict | 
         organization=organization, session_id=session_id, defaults=agent_fields
     )
     reopened = session.status == Session.Status.ENDED
+    if reopened:  # counted again once it ends again, as what it is then (an eval run's call is not the fleet's)
+        CallFigures.objects.filter(session_id=session.pk).delete()
     back = not reopened and session.bot_left_at is not None
     # Whatever happened since it was read (a sweep may have ended it just now), its bot is here: live.
     updates = {
