@@ -13,7 +13,6 @@ Run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/fleet_bench (an empty d
 
 import argparse
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overview import timed  # the same timing as the Overview's bench: a first call, then 7 more
+
 from tests.server import DaphneServer
 
 FILL = """
@@ -69,17 +71,6 @@ print(agent.pk, Session.objects.count(), CallFigures.objects.count())
 """
 
 
-def timed(client, url, n=8, **kwargs):
-    """(last response, first call's ms, median/min/max ms of the n - 1 after it)."""
-    times = []
-    for _ in range(n):
-        response = client.get(url, **kwargs)
-        assert response.status_code == 200, (url, response.status_code)
-        times.append(float(response.headers["Server-Timing"].split("dur=")[1]))
-    later = times[1:]
-    return response, times[0], statistics.median(later), min(later), max(later)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000)
@@ -108,7 +99,9 @@ def main():
                 worse = response.text.count('data-verdict="worse"')
                 rows.append((name, first, median, low, high, worse))
             base = rows[0][2]
-            print(f"{'request':42} {'first':>8} {'median':>8} {'min':>8} {'max':>8} {'x baseline':>11} {'worse rows':>11}")
+            print(
+                f"{'request':42} {'first':>8} {'median':>8} {'min':>8} {'max':>8} {'x baseline':>11} {'worse rows':>11}"
+            )
             for name, first, median, low, high, worse in rows:
                 print(f"{name:42} {first:8.1f} {median:8.1f} {low:8.1f} {high:8.1f} {median / base:11.1f} {worse:11d}")
 
