@@ -211,3 +211,18 @@ def test_an_operator_acts_on_a_demo_call_as_on_a_real_bots(server):
     # The pipeline ended because an operator ended it (a script's key here): theirs, not the bot's nor the caller's.
     assert body["end_kind"] == "operator_ended" and body["end_reason"].startswith("by API key ")
     assert len([line for line in body["transcript"] if line["role"] == "user"]) < 12  # stopped before the script's end
+
+
+def test_the_demos_calls_are_tagged_with_its_regions_as_a_bot_would(played, server):
+    """The demo bot names its call's region on the ingest URL (`?region=`), as a real bot may: stored on the call."""
+    import ast
+
+    from rtvi_dashboard.demo import DEMO_REGIONS
+
+    ids = sorted(body["id"] for body in played.values())
+    query = (
+        "from rtvi_monitor.sessions.models import Session; "
+        f"print(dict(Session.objects.filter(session_id__in={ids!r}).values_list('session_id', 'region')))"
+    )
+    stored = ast.literal_eval(server.manage("shell", "-c", query).strip().splitlines()[-1])
+    assert stored == {sid: DEMO_REGIONS[int(sid[-1], 16) % len(DEMO_REGIONS)] for sid in ids}

@@ -523,6 +523,9 @@ class Tape:
             self._send(end - self.sent)
 
 
+DEMO_REGIONS = ("eu-west", "us-east")
+
+
 class DemoBot:
     """Plays sessions through a DashboardClient. `speed` > 1 plays faster than real time.
 
@@ -567,7 +570,10 @@ class DemoBot:
         # The id names the session, not its content: it must stay new even when a seed replays the same call.
         session_id = f"demo-{uuid.uuid4().hex[:12]}"
         logger.info("%s: %s plays %s, %s", session_id, self.agent_name or "an unknown agent", chosen.name, scenario)
-        client = DashboardClient(self.url, self.token, session_id, self.agent_id)
+        # Where the call "ran": the demo's fleet spans two regions, as a real one tagged with ?region= would
+        # (by the session's id, not the seeded random: a seed replays the same call in either).
+        region = DEMO_REGIONS[int(session_id[-1], 16) % len(DEMO_REGIONS)]
+        client = DashboardClient(self.url, self.token, session_id, self.agent_id, tags={"region": region})
         tape = await self.tape(session_id)
         call = _Call(client.send, self.random, self.speed, persona, chosen, scenario, tape)
         client.set_control(call.control)  # an operator may end the call or send text into it, as with Pipecat
