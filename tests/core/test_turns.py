@@ -1087,9 +1087,8 @@ def duration(ms):
 
 @pytest.mark.django_db
 def test_the_agent_figures_read_a_capped_number_of_sessions_and_are_cached(org, cloud, settings):
-    from tests.platform_samples import DEPLOYMENT_ID
-
     from rtvi_monitor.sessions import figures as kept
+    from tests.platform_samples import DEPLOYMENT_ID
 
     settings.TURN_STATS_MAX_SESSIONS = 2
     agent_sessions(org, cloud, DEPLOYMENT_ID, "s", samples.pipecat_conversation_pairs(1), step=0.05, count=3)
