@@ -32,11 +32,11 @@ from django.utils import timezone
 from dashboard.agents.models import Agent
 from dashboard.org.models import Organization
 from rtvi_monitor.core.diagnosis import STAGE_NAMES
-from rtvi_monitor.sessions import figures
+from rtvi_monitor.sessions import queries
 from rtvi_monitor.sessions.models import CallFigures, Session
 org = Organization.objects.get(name="Demo Voice Co")
 agent = Agent.objects.filter(organization=org, deleted_at__isnull=True).order_by("name").first()
-now, rnd, judged = timezone.now(), random.Random(1), figures.judged()
+now, rnd, judged = timezone.now(), random.Random(1), queries.judged()
 n, turns = {n}, {turns}
 PARTS = [("endpointing_wait", "setting"), ("stt_finalize", "service"), ("llm_inference", "service"),
          ("speech_synthesis", "service"), ("pipeline", "pipeline")]

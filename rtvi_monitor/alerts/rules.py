@@ -24,7 +24,7 @@ Conditions (threshold and window_minutes default as in thresholds.py's DEFAULTS)
 - agents_api_down: the agents API has been failing for `window_minutes`.
 - deployment_regressed: an agent's active deployment is worse than the one before on a stage of the wait or
   the turn latency, at p50 or p95, beyond the interval from the calls themselves (the agent page's
-  comparison, rtvi_monitor/sessions/queries.py deployment_change, over the calls of the last 24 hours, or 7
+  comparison, rtvi_monitor/sessions/fleet.py compare_calls, over the calls of the last 24 hours, or 7
   days for a window over a day). It judges once both have enough calls (compare.MIN_CALLS); one alert per
   agent; it resolves when no figure is worse (a rollback, a fix).
 

@@ -21,13 +21,11 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
-from rtvi_monitor.core import diagnosis
+from rtvi_monitor.sessions import queries
 from rtvi_monitor.sessions.models import FAILED_ENDS, CallFigures, Session, Span
-from rtvi_monitor.sessions.traces import session_traces
 
 logger = logging.getLogger(__name__)
 FILL_AT_ONCE = 100  # calls a read computes at most (each reads its messages once)
@@ -39,23 +37,10 @@ PACE_MIN = 0.005
 _THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rtvi-figures")
 
 
-def judged() -> str:
-    """The thresholds a call's turns are judged by: figures judged otherwise are computed again."""
-    return f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
-
-
 def compute(session: Session) -> CallFigures:
     """The call's figures, from its stored messages and traces (not saved)."""
-    from rtvi_monitor.sessions.queries import turn_events  # queries reads the figures this computes
-
     traced = Span.objects.filter(organization_id=session.organization_id, conversation_id=session.session_id)
-    traces = session_traces(session.organization_id, session.session_id) if traced.exists() else None
-    thresholds = {
-        "backchannel_seconds": settings.TURN_BACKCHANNEL_SECONDS,
-        "backchannel_words": settings.TURN_BACKCHANNEL_WORDS,
-    }
-    found = diagnosis.diagnose(turn_events(session.pk), traces, live=False, **thresholds)
-    summary = diagnosis.summary(found["turns"])
+    summary = queries.summarise(session.pk, session.session_id, session.organization_id, True, traced.exists())
     heard = _voice_to_voice(session.pk)
     if heard:
         summary["values"][VOICE_TO_VOICE] = heard
@@ -73,7 +58,7 @@ def compute(session: Session) -> CallFigures:
         region=session.region,
         started_at=session.started_at,
         event_count=session.event_count,
-        judged=judged(),
+        judged=queries.judged(),
         summary=summary,
         flags=flags,
     )
@@ -130,7 +115,7 @@ def keep(sender=None, session: Session | None = None, **kwargs) -> None:
 
 def stale(sessions):
     """Those of `sessions` (ended, of an agent) whose kept figures are missing or out of date."""
-    current = Q(figures__event_count=F("event_count"), figures__judged=judged())
+    current = Q(figures__event_count=F("event_count"), figures__judged=queries.judged())
     return sessions.filter(status=Session.Status.ENDED).exclude(agent_key="").filter(Q(figures__isnull=True) | ~current)
 
 

@@ -1,7 +1,7 @@
 """An agent's turns across its calls (issue 37): where the wait goes, its trend, and deployments compared.
 
 Read from each ended call's kept figures (models.CallFigures, rtvi_monitor/sessions/figures.py), never from
-every call's messages, so that a fleet's history answers in well under a second (bench/fleet.py,
+every call's messages, so that a fleet's history answers in under a second (bench/fleet.py,
 docs/BENCHMARKS.md). What each figure reads, bounded:
 
 - the period's figures (rates, each stage's p50/p95, what the wait is made of): the newest
@@ -27,6 +27,7 @@ from django.db.models.functions import Cast
 from rtvi_monitor.core import compare, figure_names
 from rtvi_monitor.core import diagnosis as turns
 from rtvi_monitor.sessions import figures as kept
+from rtvi_monitor.sessions import queries
 from rtvi_monitor.sessions.models import CallFigures, Session
 
 TURN_PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
@@ -56,13 +57,6 @@ RATES = {
     "ended_badly": "Calls that ended badly",
 }
 MOST_PARTS = 8  # the parts compared: the most common both deployments' breakdowns name
-
-
-def _thresholds() -> dict:
-    return {
-        "backchannel_seconds": settings.TURN_BACKCHANNEL_SECONDS,
-        "backchannel_words": settings.TURN_BACKCHANNEL_WORDS,
-    }
 
 
 # --- a call's values, and two deployments' compared ------------------------------------------------------------
@@ -163,8 +157,8 @@ def _pair(deployments: list[dict], active: str | None, before: str, after: str) 
 
 
 def _json(name: str):
-    """A JSON column read as its text and parsed with orjson: Django's JSONField parses with json, three times
-    slower, and an agent's figures parse thousands of calls' summaries."""
+    """A JSON column read as its text and parsed with orjson: Django's JSONField parses with json, about half as
+    fast (0.21 against 0.12 ms a call's summary, docs/BENCHMARKS.md), and an agent's figures parse thousands."""
     return Cast(name, TextField())
 
 
@@ -196,7 +190,7 @@ def deployment_change(calls, scope_key: str, deployments: list[dict], active, be
 READ = ("session__session_id", "s")
 
 
-def _named(session_id: str, summary: dict) -> dict:
+def _with_session(session_id: str, summary: dict) -> dict:
     """A call's summary with its session named on each breakdown (made_of names the slowest turns' calls)."""
     breakdowns = [[*b[:3], session_id] for b in summary.get("breakdowns", ())]
     return {**summary, "breakdowns": breakdowns}
@@ -222,7 +216,7 @@ def _figures_of(calls, period: str) -> dict:
     """The figures of the newest TURN_STATS_MAX_SESSIONS of `calls`, and per deployment (`_deployments`)."""
     newest = calls.order_by("-started_at").annotate(s=_json("summary"))
     rows = list(newest.values_list(*READ)[: settings.TURN_STATS_MAX_SESSIONS])
-    summaries = [_named(session_id, orjson.loads(text)) for session_id, text in rows]
+    summaries = [_with_session(session_id, orjson.loads(text)) for session_id, text in rows]
     return {
         "period": period,
         "read": len(rows),
@@ -265,7 +259,8 @@ def agent_turn_figures(
     first), their trend, and two deployments compared (`before` and `after`, by default the active one against
     the one before). The kept figures of the period's ended calls are brought up to date first (figures.fill)."""
     since = now - TURN_PERIODS[period]
-    scope = f"{organization.pk}\n{agent_key}\n{period}\n{region}\n{settings.TURN_STATS_MAX_SESSIONS}\n{kept.judged()}"
+    read = settings.TURN_STATS_MAX_SESSIONS
+    scope = f"{organization.pk}\n{agent_key}\n{period}\n{region}\n{read}\n{queries.judged()}"
     key = "turns:agent:v5:" + hashlib.sha256(scope.encode()).hexdigest()
     every = CallFigures.objects.filter(organization=organization, agent_key=agent_key, started_at__gte=since)
     calls = every.filter(region=region) if region else every
@@ -287,5 +282,5 @@ def agent_turn_figures(
         "change": deployment_change(calls, key, found["deployments"], active_deployment_id, before, after),
         "periods": list(TURN_PERIODS),
         "capped": found["read"] < found["total"],
-        "thresholds": _thresholds(),
+        "thresholds": queries.thresholds(),
     }

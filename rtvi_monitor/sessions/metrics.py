@@ -166,7 +166,6 @@ def record_batch(rows, turns_before: dict) -> None:
 
 MAX_PARTS = 64  # distinct part keys a process labels; past them a part is counted as "other" (a bot's keys are free)
 _parts_seen: set[str] = set()
-OWNER_KINDS = frozenset(("service", "setting", "bot", "pipeline"))  # Pipecat's LatencyOwnerKind
 
 
 def _record_breakdown(live, data: dict) -> None:
@@ -177,7 +176,7 @@ def _record_breakdown(live, data: dict) -> None:
         key = part["key"]
         if key not in _parts_seen and len(_parts_seen) < MAX_PARTS:
             _parts_seen.add(key)
-        kind = part["owner_kind"] if part["owner_kind"] in OWNER_KINDS else "other"
+        kind = part["owner_kind"] if part["owner_kind"] in contributions.OWNER_KINDS else "other"
         CONTRIBUTION.labels(
             str(live.organization_id), live.agent_id, key if key in _parts_seen else "other", kind
         ).observe(part["duration_secs"])

@@ -140,11 +140,18 @@ def turn_events(session_pk: int) -> list:
     return out
 
 
-def _thresholds() -> dict:
+def thresholds() -> dict:
+    """What a turn's interruptions are judged by (settings): the diagnosis's arguments, shown beside its figures."""
     return {
         "backchannel_seconds": settings.TURN_BACKCHANNEL_SECONDS,
         "backchannel_words": settings.TURN_BACKCHANNEL_WORDS,
     }
+
+
+def judged() -> str:
+    """The thresholds as a key: a call's summary judged by others is computed again (its cache key, its kept
+    figures: rtvi_monitor/sessions/figures.py)."""
+    return f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
 
 
 def session_turns(session: Session, contents: bool = True) -> dict:
@@ -152,26 +159,32 @@ def session_turns(session: Session, contents: bool = True) -> dict:
     thresholds it was judged by; without what anybody said unless `contents`."""
     live = session.status == Session.Status.LIVE
     traces = session_traces(session.organization_id, session.session_id)
-    diagnosis = turns.diagnose(turn_events(session.pk), traces, live=live, **_thresholds())
+    diagnosis = turns.diagnose(turn_events(session.pk), traces, live=live, **thresholds())
     if not contents:
         diagnosis = turns.without_words(diagnosis)
     return {
         "session_id": session.session_id,
         "live": live,
         "contents": contents,
-        "thresholds": _thresholds(),
+        "thresholds": thresholds(),
         "stage_names": [{"stage": stage, "label": label} for stage, _, _, label in turns.STAGES],
         **diagnosis,
     }
+
+
+def summarise(session_pk: int, session_id: str, organization_id, ended: bool, traced: bool) -> dict:
+    """A session's turns in a few figures (diagnosis.summary: counts, each stage's values, the bots' breakdowns),
+    from its stored messages and, when `traced`, its spans."""
+    traces = session_traces(organization_id, session_id) if traced else None
+    diagnosis = turns.diagnose(turn_events(session_pk), traces, live=not ended, **thresholds())
+    return {k: v for k, v in diagnosis.items() if k != "turns"}
 
 
 def _session_summary(session_pk: int, session_id: str, organization_id, ended: bool, key: str, traced: bool) -> dict:
     cached = cache.get(key) if ended else None
     if cached is not None:
         return cached
-    traces = session_traces(organization_id, session_id) if traced else None
-    diagnosis = turns.diagnose(turn_events(session_pk), traces, live=not ended, **_thresholds())
-    result = {k: v for k, v in diagnosis.items() if k != "turns"}
+    result = summarise(session_pk, session_id, organization_id, ended, traced)
     if ended:
         cache.set(key, result, SUMMARY_TTL)
     return result
@@ -195,8 +208,7 @@ def stage_values(session_pk: int, session_id: str, organization_id, event_count:
 def summary_cache_key(session_pk: int, event_count: int) -> str:
     """Where an ended session's turn summary is cached: by its message count (a reopened one is read again) and
     the thresholds it was judged by (rtvi_monitor/privacy/contents.py erases it)."""
-    judged = f"{settings.TURN_BACKCHANNEL_SECONDS:g}:{settings.TURN_BACKCHANNEL_WORDS}"
-    return f"turns:summary:v4:{session_pk}:{event_count}:{judged}"
+    return f"turns:summary:v4:{session_pk}:{event_count}:{judged()}"
 
 
 def sessions_of_caller(organization, user_id: str):
