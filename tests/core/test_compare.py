@@ -96,7 +96,7 @@ def test_the_change_is_the_difference_of_the_nearest_rank_percentiles_and_the_in
 
 
 def test_two_deployments_that_behave_the_same_are_called_different_at_most_alpha_of_the_time():
-    """Twelve figures read together (six waits at p50 and p95), Bonferroni-widened: over 150 pairs of equal
+    """Twelve figures read together (six waits at p50 and p95), Bonferroni-widened: over 100 pairs of equal
     deployments of MIN_CALLS calls, any figure worse or better in at most 5 % of the pairs (three standard
     deviations of slack). At 30 calls a side it was 9 %: hence MIN_CALLS."""
     rng = random.Random(37)

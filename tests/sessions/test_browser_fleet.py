@@ -98,7 +98,8 @@ def test_the_agent_page_takes_the_fleets_wait_apart_and_blames_the_vads_setting(
         section = page.locator("#turn-figures")
         assert f"{2 * CALLS} ended calls" in section.inner_text()
         made = page.locator('[data-testid="made-of"]')
-        assert made.locator("tbody tr").first.get_attribute("data-part") in {"endpointing_wait", "llm_inference"}
+        # The slowest turns are v2's, whose 0.6 s stop time is their largest part (the LLM's ~0.3 s).
+        assert made.locator("tbody tr").first.get_attribute("data-part") == "endpointing_wait"
         trend = page.locator('[data-testid="trend"] tbody tr')
         assert trend.count() == 6
         counts = [int(trend.nth(i).locator("td").nth(1).inner_text()) for i in range(6)]

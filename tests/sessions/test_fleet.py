@@ -120,9 +120,20 @@ def test_eval_calls_and_calls_without_an_agent_have_none_and_an_erase_takes_them
     store(org, "c-none", breakdown_pairs(), status=Session.Status.ENDED)
     figures.fill(Session.objects.calls().filter(organization=org), 10)
     assert list(CallFigures.objects.values_list("session__session_id", flat=True)) == ["c-1"]
-    figures.keep(session=Session.objects.get(pk=evals.pk))  # the end's receiver leaves an eval's call alone too
     erase_session(Session.objects.get(pk=kept.pk))
     assert not CallFigures.objects.exists()
+
+
+def test_the_ends_receiver_hands_a_call_to_the_figures_thread_and_leaves_eval_and_agentless_calls(monkeypatch):
+    """`keep` (session_ended's receiver) only hands a call of an agent that no eval run made to the figures' own
+    thread; it computes nothing on the lifecycle's thread."""
+    handed = []
+    monkeypatch.setattr(figures._THREAD, "submit", lambda fn, *args: handed.append((fn, args)))
+    figures.keep(session=Session(pk=1, agent_key="a", eval_run=""))
+    figures.keep(session=Session(pk=2, agent_key="a", eval_run="ci-1"))
+    figures.keep(session=Session(pk=3, agent_key="", eval_run=""))
+    figures.keep(session=None)
+    assert handed == [(figures._keep_now, (1,))]
 
 
 # --- read --------------------------------------------------------------------------------------------------------
