@@ -245,7 +245,7 @@ def _trend(calls, period: str, now, parts: list[str]) -> list[dict]:
                 "calls": bucket.count() if len(summaries) == TREND_CALLS else len(summaries),
                 "read": len(summaries),
                 "latency": found["latency"],
-                "parts": [made[key]["p95_ms"] if key in made else None for key in parts],
+                "parts": [{"key": key, "ms": made[key]["p95_ms"] if key in made else None} for key in parts],
             }
         )
     return out
