@@ -14,16 +14,26 @@ answer before or after its tool call), holding and not holding what the operator
 
 The wait allowed, unless the operator sets it: half as long again as the call's own wait, rounded up to the
 next half second, at least DEFAULT_FLOOR_MS; a turn whose wait is unknown gets UNKNOWN_WAIT_MS. A regression
-gate asks "no slower than this call, with room for the spread of a run"; a call marked too slow is edited down.
+gate asks "no slower than this call, with room for the spread of a run".
+
+`apply_marks(turns, marks, budget_ms)`: what the call's reviewers marked bad changes the draft before anyone
+edits it, because a test that expects what the bot did when it went wrong passes the same mistake. Each
+reason says what it changes (rtvi_monitor/reviews/models.py `Expects`): a faster reply (the turn is allowed the
+agent's latency budget, else the call's usual pace, and never the wait it took), other words (the reply's
+words are asked for: the draft cannot know them), other function calls (the ones the bot made are not
+expected). A mark on a turn changes that turn; a mark on the whole call for a faster reply changes each turn
+slower than the pace allowed (other words and other calls cannot be placed in a turn, and are only shown).
 """
 
 import bisect
 import itertools
 import math
 import re
+import statistics
 
 import yaml
 
+from rtvi_monitor.reviews.models import Expects
 from rtvi_monitor.sessions.events import load_state
 from rtvi_monitor.sessions.queries import session_turns
 
@@ -96,7 +106,9 @@ def draft(session, user_runs: list[list[float]] | None = None) -> list[dict]:
                 "user": text,
                 "bot": (turn.get("bot_text") or "").strip(),
                 "include": True,
-                "calls": made,
+                "made": made,  # the function calls the bot made in this turn
+                "calls": made,  # those the test expects
+                "marked": [],  # what the reviewers' marks changed here (apply_marks), in words
                 "latency_ms": turn.get("latency_ms"),
                 "within_ms": default_wait(turn.get("latency_ms")),
                 "contains": "",
@@ -110,6 +122,56 @@ def draft(session, user_runs: list[list[float]] | None = None) -> list[dict]:
         if len(out) == MAX_TURNS:
             break
     return out
+
+
+def apply_marks(turns: list[dict], marks: list[tuple[int | None, list]], budget_ms: float | None = None) -> None:
+    """Change the drafted `turns` by the call's bad `marks` ((turn or None, reasons with .label and .expects);
+    reviews/marks.bad_marks), given the agent's latency budget (p95 ms) if it has one. See the module."""
+    by_turn: dict[int | None, dict[str, list[str]]] = {}
+    for number, reasons in marks:
+        for reason in reasons:
+            labels = by_turn.setdefault(number, {}).setdefault(reason.expects, []) if reason.expects else None
+            if labels is not None and reason.label not in labels:  # two reviewers giving one reason: named once
+                labels.append(reason.label)
+    whole = by_turn.get(None, {})
+    slow = {n for n, found in by_turn.items() if Expects.FASTER in found}
+    usual = [t["latency_ms"] for t in turns if t["number"] not in slow and (t.get("latency_ms") or 0) > 0]
+    pace, why = (budget_ms, "the agent's latency budget") if budget_ms else (None, "")
+    if pace is None and usual and not whole.get(Expects.FASTER):
+        pace, why = default_wait(statistics.median(usual)), "the call's usual pace"
+    for turn in turns:
+        found = by_turn.get(turn["number"], {})
+        faster = found.get(Expects.FASTER) or (
+            whole.get(Expects.FASTER) if (turn.get("latency_ms") or 0) > (pace or 0) else None
+        )
+        if faster:
+            turn["within_ms"] = _faster(turn.get("latency_ms"), pace)
+            took = f"; it took {turn['latency_ms'] / 1000:.1f} s" if turn.get("latency_ms") else ""
+            turn["marked"].append(
+                f"{', '.join(faster)}: allowed {turn['within_ms'] / 1000:g} s, "
+                f"{why or 'less than the wait it took'}{took}"
+            )
+        if labels := found.get(Expects.TOOL):
+            turn["calls"] = []
+            if turn["made"]:
+                turn["marked"].append(f"{', '.join(labels)}: the function calls it made are not expected")
+            else:
+                turn["marked"].append(
+                    f"{', '.join(labels)}: it made no function call here (add the one it should make in the file)"
+                )
+        if labels := found.get(Expects.REPLY):
+            turn["marked"].append(
+                f"{', '.join(labels)}: its reply is not the one to expect; say what words the "
+                "reply must or must never hold"
+            )
+
+
+def _faster(took_ms: float | None, pace_ms: float | None) -> int:
+    """A turn marked too slow: the pace allowed (rounded up to 100 ms), and in any case less than it took."""
+    allowed = [math.ceil(pace_ms / 100) * 100] if pace_ms else []
+    if took_ms and took_ms > 0:
+        allowed.append(math.ceil(took_ms / 100) * 100 - 100)  # the 100 ms step below the wait it took
+    return max(100, min(allowed)) if allowed else UNKNOWN_WAIT_MS  # 100 ms: the least the page's form takes
 
 
 def _expect(turn: dict) -> list[dict]:

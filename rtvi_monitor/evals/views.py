@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from dashboard.access.auth import member_required
 from dashboard.org import audit
-from dashboard.org.models import AuditEntry
+from dashboard.org.models import AuditEntry, LatencyBudget
 from dashboard.web.http import BadParam
 from rtvi_monitor.evals import api, gate, runs, suite
 from rtvi_monitor.evals import scenario as scenarios
@@ -55,7 +55,7 @@ def edited(drafted: list[dict], form) -> tuple[list[dict], list[str]]:
                 **turn,
                 "include": include,
                 "user": text[:2000],
-                "calls": turn["calls"] if form.get(f"calls-{n}") == "on" else [],
+                "calls": turn["made"] if form.get(f"calls-{n}") == "on" else [],
                 "within_ms": wait or turn["within_ms"],
                 "contains": form.get(f"contains-{n}", "").strip()[:200],
                 "excludes": form.get(f"excludes-{n}", "").strip()[:200],
@@ -101,12 +101,16 @@ def scenario_from_call(request, session_id):
     session = organization_session(request.organization, session_id)
     runs = suite.caller_runs(session)
     drafted = scenarios.draft(session, runs)
+    # What its reviewers marked it bad for (rtvi_monitor/reviews) changes the draft (scenario.apply_marks), is
+    # shown beside it and starts its note.
+    bad = review_marks.bad_marks(session)
+    budget = LatencyBudget.objects.filter(organization=session.organization_id, agent_id=session.agent_key).first()
+    scenarios.apply_marks(drafted, bad, budget.p95_ms if budget else None)
+    reviewed = [("the whole call" if n is None else f"turn {n}", [r.label for r in reasons]) for n, reasons in bad]
     # The draft shows what the caller said: a read of the call's contents, as its page is (deduplicated there).
     audit.record_read(session.organization, session.session_id, "scenario draft", request=request)
     errors: list[str] = []
     name = scenarios.slug(f"{session.agent_key or 'call'}-{session.session_id}")
-    # What its reviewers marked it bad for (rtvi_monitor/reviews): shown beside the draft, and the note's start.
-    reviewed = review_marks.bad_reasons(session)
     note = "; ".join(f"{where}: {', '.join(labels) or 'bad'}" for where, labels in reviewed)[:2000]
     if request.method == "POST":
         drafted, errors = edited(drafted, request.POST)

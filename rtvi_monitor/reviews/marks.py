@@ -17,15 +17,16 @@ from django.utils import timezone
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry
 from dashboard.web.http import whole_number
-from rtvi_monitor.reviews.models import LABEL_MAX, NOTE_MAX, Review, ReviewReason, Verdict
+from rtvi_monitor.reviews.models import LABEL_MAX, NOTE_MAX, Expects, Review, ReviewReason, Verdict
 
+# Each with what a test drafted from a call marked bad for it expects instead of what the bot did (Expects).
 DEFAULT_REASONS = (
-    "wrong answer",
-    "too slow",
-    "cut the caller off",
-    "ignored a barge-in",
-    "hallucinated",
-    "failed tool",
+    ("wrong answer", Expects.REPLY),
+    ("too slow", Expects.FASTER),
+    ("cut the caller off", Expects.NOTHING),
+    ("ignored a barge-in", Expects.NOTHING),
+    ("hallucinated", Expects.REPLY),
+    ("failed tool", Expects.TOOL),
 )
 MAX_REASONS = 50  # an organization's list, retired ones included
 
@@ -40,8 +41,8 @@ def reasons_of(organization, active_only: bool = False) -> list[ReviewReason]:
     if not found.exists():
         ReviewReason.objects.bulk_create(
             [
-                ReviewReason(organization=organization, label=label, position=i)
-                for i, label in enumerate(DEFAULT_REASONS)
+                ReviewReason(organization=organization, label=label, position=i, expects=expects)
+                for i, (label, expects) in enumerate(DEFAULT_REASONS)
             ],
             ignore_conflicts=True,  # two first uses at once make one list
         )
@@ -182,13 +183,11 @@ def marks_of(session) -> list[Review]:
     return list(found.prefetch_related("reasons").order_by("turn", "-created_at", "-id"))
 
 
-def bad_reasons(session) -> list[tuple[str, list[str]]]:
-    """The call's marks that say it went wrong, as (where, reason labels): "the whole call" or "turn 3", for a
-    scenario drafted from it (rtvi_monitor/evals/views.py) to start from what its reviewers said."""
+def bad_marks(session) -> list[tuple[int | None, list[ReviewReason]]]:
+    """The call's marks that say it went wrong, as (the turn, None for the whole call; its reasons): what a
+    scenario drafted from it (rtvi_monitor/evals/scenario.py `apply_marks`) starts from."""
     return [
-        ("the whole call" if review.turn is None else f"turn {review.turn}", [r.label for r in review.reasons.all()])
-        for review in marks_of(session)
-        if review.verdict == Verdict.BAD
+        (review.turn, list(review.reasons.all())) for review in marks_of(session) if review.verdict == Verdict.BAD
     ]
 
 
@@ -211,31 +210,21 @@ def session_panel(session, *, reviewer_name: str, sees_notes: bool, may_mark: bo
 
 
 def change_reasons(request, organization, form) -> None:
-    """The reason list's settings form: `add` a label, `rename-<id>` to a new label, `retire` / `restore` an id.
+    """The reason list's settings form: `add` a label (with `add-expects`), `rename-<id>` to a new label,
+    `expects-<id>` what a test drafted from a call marked bad for it expects (Expects), `retire` / `restore` an id.
     Audited with the list's labels after the change. Refused with its reason (nothing changed)."""
     reasons = {r.pk: r for r in reasons_of(organization)}
     changed = []
-    if label := " ".join(str(form.get("add", "")).split()):
-        _check_label(label, reasons.values())
-        if len(reasons) >= MAX_REASONS:
-            raise Refused(f"An organization's list holds at most {MAX_REASONS} reasons: retire one instead.")
-        position = max((r.position for r in reasons.values()), default=-1) + 1
-        ReviewReason.objects.create(organization=organization, label=label, position=position)
-        changed.append(f"added {label}")
-    for key, value in form.items():
-        if key.startswith("rename-") and (reason := reasons.get(_id(key.removeprefix("rename-")))):
-            label = " ".join(str(value).split())
-            if label and label != reason.label:
-                _check_label(label, [r for r in reasons.values() if r.pk != reason.pk])
-                changed.append(f"renamed {reason.label} to {label}")
-                reason.label = label
-                reason.save(update_fields=["label"])
-    for verb, active in (("retire", False), ("restore", True)):
-        reason = reasons.get(_id(form.get(verb, "")))
-        if reason is not None and reason.active != active:
-            reason.active = active
-            reason.save(update_fields=["active"])
-            changed.append(f"{'retired' if not active else 'restored'} {reason.label}")
+    with transaction.atomic():
+        if label := " ".join(str(form.get("add", "")).split()):
+            _check_label(label, reasons.values())
+            if len(reasons) >= MAX_REASONS:
+                raise Refused(f"An organization's list holds at most {MAX_REASONS} reasons: retire one instead.")
+            position = max((r.position for r in reasons.values()), default=-1) + 1
+            expects = _expects(form.get("add-expects", ""))
+            ReviewReason.objects.create(organization=organization, label=label, position=position, expects=expects)
+            changed.append(f"added {label}" + (f" (a test expects {Expects(expects).label})" if expects else ""))
+        _change_each(reasons, form, changed)
     if changed:
         labels = [r.label for r in reasons_of(organization, active_only=True)]
         audit.record(
@@ -246,6 +235,37 @@ def change_reasons(request, organization, form) -> None:
             change=changed,
             now=labels,
         )
+
+
+def _expects(raw) -> str:
+    value = str(raw)
+    if value not in Expects.values:
+        choices = ", ".join(repr(v) for v in Expects.values)
+        raise Refused(f"What a test expects for a reason must be one of {choices}, not {value[:20]!r}.")
+    return value
+
+
+def _change_each(reasons: dict, form, changed: list[str]) -> None:
+    for key, value in form.items():
+        if key.startswith("rename-") and (reason := reasons.get(_id(key.removeprefix("rename-")))):
+            label = " ".join(str(value).split())
+            if label and label != reason.label:
+                _check_label(label, [r for r in reasons.values() if r.pk != reason.pk])
+                changed.append(f"renamed {reason.label} to {label}")
+                reason.label = label
+                reason.save(update_fields=["label"])
+        if key.startswith("expects-") and (reason := reasons.get(_id(key.removeprefix("expects-")))):
+            expects = _expects(value)
+            if expects != reason.expects:
+                changed.append(f"{reason.label}: a test expects {Expects(expects).label}")
+                reason.expects = expects
+                reason.save(update_fields=["expects"])
+    for verb, active in (("retire", False), ("restore", True)):
+        reason = reasons.get(_id(form.get(verb, "")))
+        if reason is not None and reason.active != active:
+            reason.active = active
+            reason.save(update_fields=["active"])
+            changed.append(f"{'retired' if not active else 'restored'} {reason.label}")
 
 
 def _id(raw) -> int | None:

@@ -29,11 +29,28 @@ NOTE_MAX = 2000
 NAME_MAX = 80
 
 
+class Expects(models.TextChoices):
+    """What a reason, given on a bad mark, changes in a test drafted from the call (rtvi_monitor/evals/scenario.py
+    `apply_marks`): a test that expected what the bot did when it went wrong would pass the same mistake."""
+
+    NOTHING = "", "nothing of its own"
+    FASTER = "faster", "a faster reply"
+    REPLY = "reply", "other words"
+    TOOL = "tool", "other function calls"
+
+
 class ReviewReason(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="review_reasons")
     label = models.CharField(max_length=LABEL_MAX, help_text="The organization's own words for why a call was bad.")
     position = models.PositiveIntegerField(default=0)
     active = models.BooleanField(default=True, help_text="Offered on new marks; a retired reason stays on old ones.")
+    expects = models.CharField(
+        max_length=8,
+        choices=Expects.choices,
+        blank=True,
+        default=Expects.NOTHING,
+        help_text="What a test drafted from a call marked bad for it expects instead of what the bot did.",
+    )
 
     class Meta:
         ordering = ["position", "id"]

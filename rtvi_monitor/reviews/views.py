@@ -26,6 +26,7 @@ from dashboard.org import audit
 from dashboard.web.http import StrictJsonResponse, json_error, json_methods
 from rtvi_monitor.reviews import marks, queues, share
 from rtvi_monitor.reviews.marks import Refused
+from rtvi_monitor.reviews.models import Expects
 from rtvi_monitor.sessions.models import EndKind
 from rtvi_monitor.sessions.queries import organization_session
 
@@ -128,7 +129,12 @@ def review_reasons(request):
             return redirect("review_reasons")
         except Refused as refused:
             error = str(refused)
-    context = {"reasons": marks.reasons_of(request.organization), "error": error, "label_max": marks.LABEL_MAX}
+    context = {
+        "reasons": marks.reasons_of(request.organization),
+        "error": error,
+        "label_max": marks.LABEL_MAX,
+        "expects": Expects.choices,
+    }
     return render(request, "reviews/reasons.html", context, status=400 if error else 200)
 
 
@@ -152,7 +158,10 @@ def session_reviews_json(request, session_id):
         except Refused as refused:
             return json_error(str(refused), 400)
         return StrictJsonResponse({"change": change, "mark": marks.as_json(review, sees_notes)})
-    reasons = [{"id": r.pk, "label": r.label, "active": r.active} for r in marks.reasons_of(request.organization)]
+    reasons = [
+        {"id": r.pk, "label": r.label, "active": r.active, "expects": r.expects}
+        for r in marks.reasons_of(request.organization)
+    ]
     found = marks.marks_of(session)
     shown = [marks.as_json(review, sees_notes) for review in found]
     if sees_notes and any(review.note for review in found):  # a note is the call's contents: its read is audited
