@@ -186,9 +186,7 @@ def marks_of(session) -> list[Review]:
 def bad_marks(session) -> list[tuple[int | None, list[ReviewReason]]]:
     """The call's marks that say it went wrong, as (the turn, None for the whole call; its reasons): what a
     scenario drafted from it (rtvi_monitor/evals/scenario.py `apply_marks`) starts from."""
-    return [
-        (review.turn, list(review.reasons.all())) for review in marks_of(session) if review.verdict == Verdict.BAD
-    ]
+    return [(review.turn, list(review.reasons.all())) for review in marks_of(session) if review.verdict == Verdict.BAD]
 
 
 def session_panel(session, *, reviewer_name: str, sees_notes: bool, may_mark: bool) -> dict:
