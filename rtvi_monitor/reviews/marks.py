@@ -213,13 +213,14 @@ def change_reasons(request, organization, form) -> None:
     Audited with the list's labels after the change. Refused with its reason (nothing changed)."""
     reasons = {r.pk: r for r in reasons_of(organization)}
     changed = []
+    _once(form)
+    expects = _expects(form.get("add-expects", ""))  # the page's select always sends it: checked, with a label or not
     with transaction.atomic():
         if label := " ".join(str(form.get("add", "")).split()):
             _check_label(label, reasons.values())
             if len(reasons) >= MAX_REASONS:
                 raise Refused(f"An organization's list holds at most {MAX_REASONS} reasons: retire one instead.")
             position = max((r.position for r in reasons.values()), default=-1) + 1
-            expects = _expects(form.get("add-expects", ""))
             ReviewReason.objects.create(organization=organization, label=label, position=position, expects=expects)
             changed.append(f"added {label}" + (f" (a test expects {Expects(expects).label})" if expects else ""))
         _change_each(reasons, form, changed)
@@ -233,6 +234,15 @@ def change_reasons(request, organization, form) -> None:
             change=changed,
             now=labels,
         )
+
+
+def _once(form) -> None:
+    """A setting sent twice (`add-expects`, `expects-<id>`) is refused, not its last value taken."""
+    if not hasattr(form, "getlist"):
+        return
+    for key in form:
+        if (key == "add-expects" or key.startswith("expects-")) and len(form.getlist(key)) > 1:
+            raise Refused("What a test expects for a reason may be given once.")
 
 
 def _expects(raw) -> str:
