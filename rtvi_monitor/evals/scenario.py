@@ -145,12 +145,9 @@ def apply_marks(turns: list[dict], marks: list[tuple[int | None, list]], budget_
             whole.get(Expects.FASTER) if (turn.get("latency_ms") or 0) > (pace or 0) else None
         )
         if faster:
-            turn["within_ms"] = _faster(turn.get("latency_ms"), pace)
-            took = f"; it took {turn['latency_ms'] / 1000:.1f} s" if turn.get("latency_ms") else ""
-            turn["marked"].append(
-                f"{', '.join(faster)}: allowed {turn['within_ms'] / 1000:g} s, "
-                f"{why or 'less than the wait it took'}{took}"
-            )
+            # Never looser than unmarked (a turn whose wait is unknown against a budget over UNKNOWN_WAIT_MS).
+            turn["within_ms"] = min(turn["within_ms"], _faster(turn.get("latency_ms"), pace))
+            turn["marked"].append(f"{', '.join(faster)}: {_why_faster(turn, pace, why)}")
         if labels := found.get(Expects.TOOL):
             turn["calls"] = []
             if turn["made"]:
@@ -164,6 +161,16 @@ def apply_marks(turns: list[dict], marks: list[tuple[int | None, list]], budget_
                 f"{', '.join(labels)}: its reply is not the one to expect; say what words the "
                 "reply must or must never hold"
             )
+
+
+def _why_faster(turn: dict, pace: float | None, why: str) -> str:
+    allowed, took = turn["within_ms"], turn.get("latency_ms")
+    said = f"allowed {allowed / 1000:g} s"
+    if pace and allowed == max(100, math.ceil(pace / 100) * 100):
+        return f"{said}, {why}" + (f" (it took {took / 1000:.1f} s)" if took else "")
+    if took:
+        return f"{said}, under the {took / 1000:.1f} s it took" + (f" ({why}: {pace / 1000:g} s)" if pace else "")
+    return f"{said} (its wait is unknown)"
 
 
 def _faster(took_ms: float | None, pace_ms: float | None) -> int:

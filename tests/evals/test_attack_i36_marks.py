@@ -177,7 +177,7 @@ def test_another_organizations_budget_for_the_same_agent_id_is_never_ours(org, o
     assert mark(operator, org, 1, "too slow").status_code == 302
     page = draft_page(operator)
     assert "latency budget" not in page and 'value="0.1"' not in page
-    assert "too slow: allowed 3.9 s, less than the wait it took; it took 4.0 s" in page
+    assert "too slow: allowed 3.9 s, under the 4.0 s it took" in page
     LatencyBudget.objects.create(organization=org, agent_id="support", p95_ms=1500)
     assert "too slow: allowed 1.5 s, the agent&#x27;s latency budget" in draft_page(operator)
 
@@ -243,7 +243,7 @@ def test_every_turn_marked_slow_each_is_allowed_less_than_it_took():
     drafted = turns(1800, 4200, 2600)
     scenarios.apply_marks(drafted, [(1, [SLOW]), (2, [SLOW]), (3, [SLOW])])  # no pace left in the call
     assert [t["within_ms"] for t in drafted] == [1700, 4100, 2500]
-    assert all("less than the wait it took" in t["marked"][0] for t in drafted)
+    assert all("s it took" in t["marked"][0] for t in drafted)
     drafted = turns(1800, 4200, 2600)
     scenarios.apply_marks(drafted, [(1, [SLOW]), (2, [SLOW]), (3, [SLOW]), (None, [SLOW])], budget_ms=2000)
     assert [t["within_ms"] for t in drafted] == [1700, 2000, 2000]
@@ -265,12 +265,8 @@ def test_a_turn_quicker_than_the_least_wait_the_form_takes_is_allowed_that_least
     assert drafted[0]["within_ms"] == 100
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a design question: a turn whose wait is unknown, marked too slow, is allowed the agent's whole budget "
-    "(here 10 s), looser than the 5 s it would be allowed unmarked; the module says what it does",
-)
 def test_a_turn_of_unknown_wait_marked_slow_is_never_allowed_more_than_unmarked():
+    """Found by the attack: it was allowed the agent's whole budget (here 10 s), looser than unmarked (5 s)."""
     drafted = turns(None)
     unmarked = drafted[0]["within_ms"]
     scenarios.apply_marks(drafted, [(1, [SLOW])], budget_ms=10_000)

@@ -62,7 +62,7 @@ def test_a_turn_marked_too_slow_is_allowed_the_agents_budget_not_the_wait_it_too
     assert drafted[1]["within_ms"] == 6500  # unmarked: half as long again as it took
     scenarios.apply_marks(drafted, [(2, [SLOW])], budget_ms=1240)
     assert [t["within_ms"] for t in drafted] == [2000, 1300, 2000]  # only turn 2; the budget rounded up to 100 ms
-    assert drafted[1]["marked"] == ["too slow: allowed 1.3 s, the agent's latency budget; it took 4.2 s"]
+    assert drafted[1]["marked"] == ["too slow: allowed 1.3 s, the agent's latency budget (it took 4.2 s)"]
 
 
 def test_without_a_budget_a_slow_turn_is_allowed_the_calls_usual_pace():
@@ -76,6 +76,9 @@ def test_a_slow_turn_is_never_allowed_the_wait_it_took_whatever_the_budget():
     drafted = turns(900, 1500)
     scenarios.apply_marks(drafted, [(2, [SLOW])], budget_ms=3000)  # a budget looser than the turn was
     assert drafted[1]["within_ms"] == 1400
+    assert drafted[1]["marked"] == [
+        "too slow: allowed 1.4 s, under the 1.5 s it took (the agent's latency budget: 3 s)"
+    ]
 
 
 def test_a_whole_call_marked_too_slow_tightens_each_turn_over_the_pace_allowed():
@@ -106,7 +109,7 @@ def test_a_turn_marked_for_its_tool_expects_none_of_the_calls_the_bot_made():
 def test_a_good_mark_or_a_reason_given_twice_changes_nothing_more():
     drafted = turns(900, 4200)
     scenarios.apply_marks(drafted, [(2, [SLOW]), (2, [SLOW])], budget_ms=1000)
-    assert drafted[1]["marked"] == ["too slow: allowed 1 s, the agent's latency budget; it took 4.2 s"]
+    assert drafted[1]["marked"] == ["too slow: allowed 1 s, the agent's latency budget (it took 4.2 s)"]
 
 
 @given(
