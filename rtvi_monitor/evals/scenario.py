@@ -33,7 +33,7 @@ import statistics
 
 import yaml
 
-from rtvi_monitor.reviews.models import Expects
+from rtvi_monitor.evals.expects import Expects
 from rtvi_monitor.sessions.events import load_state
 from rtvi_monitor.sessions.queries import session_turns
 

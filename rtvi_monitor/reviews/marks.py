@@ -17,7 +17,8 @@ from django.utils import timezone
 from dashboard.org import audit
 from dashboard.org.models import AuditEntry
 from dashboard.web.http import whole_number
-from rtvi_monitor.reviews.models import LABEL_MAX, NOTE_MAX, Expects, Review, ReviewReason, Verdict
+from rtvi_monitor.evals.expects import Expects
+from rtvi_monitor.reviews.models import LABEL_MAX, NOTE_MAX, Review, ReviewReason, Verdict
 
 # Each with what a test drafted from a call marked bad for it expects instead of what the bot did (Expects).
 DEFAULT_REASONS = (

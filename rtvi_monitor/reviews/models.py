@@ -22,21 +22,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.org.models import Organization
+from rtvi_monitor.evals.expects import Expects
 from rtvi_monitor.sessions.models import Session
 
 LABEL_MAX = 60
 NOTE_MAX = 2000
 NAME_MAX = 80
-
-
-class Expects(models.TextChoices):
-    """What a reason, given on a bad mark, changes in a test drafted from the call (rtvi_monitor/evals/scenario.py
-    `apply_marks`): a test that expected what the bot did when it went wrong would pass the same mistake."""
-
-    NOTHING = "", "nothing of its own"
-    FASTER = "faster", "a faster reply"
-    REPLY = "reply", "other words"
-    TOOL = "tool", "other function calls"
 
 
 class ReviewReason(models.Model):

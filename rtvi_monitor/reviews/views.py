@@ -24,9 +24,9 @@ from django.views.decorators.http import require_POST
 from dashboard.access.auth import key_or_member_required, member_required
 from dashboard.org import audit
 from dashboard.web.http import StrictJsonResponse, json_error, json_methods
+from rtvi_monitor.evals.expects import Expects
 from rtvi_monitor.reviews import marks, queues, share
 from rtvi_monitor.reviews.marks import Refused
-from rtvi_monitor.reviews.models import Expects
 from rtvi_monitor.sessions.models import EndKind
 from rtvi_monitor.sessions.queries import organization_session
 

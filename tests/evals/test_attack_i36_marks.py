@@ -13,7 +13,8 @@ from pipecat.evals.scenario import EvalScenarioFile
 
 from dashboard.org.models import AuditEntry, LatencyBudget
 from rtvi_monitor.evals import scenario as scenarios
-from rtvi_monitor.reviews.models import Expects, Review, ReviewReason
+from rtvi_monitor.evals.expects import Expects
+from rtvi_monitor.reviews.models import Review, ReviewReason
 from rtvi_monitor.sessions.models import Session
 from tests.conftest import make_member
 from tests.evals.test_marks_to_scenario import SLOW, TOOL, WORDS, turns

@@ -21,7 +21,8 @@ from pipecat.evals.scenario import EvalScenarioFile
 
 from dashboard.org.models import AuditEntry, LatencyBudget
 from rtvi_monitor.evals import scenario as scenarios
-from rtvi_monitor.reviews.models import Expects, ReviewReason
+from rtvi_monitor.evals.expects import Expects
+from rtvi_monitor.reviews.models import ReviewReason
 from tests.conftest import make_member
 from tests.evals.test_scenario_export import CALL
 from tests.session_samples import make_session
