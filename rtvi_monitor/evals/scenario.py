@@ -145,9 +145,11 @@ def apply_marks(turns: list[dict], marks: list[tuple[int | None, list]], budget_
             whole.get(Expects.FASTER) if (turn.get("latency_ms") or 0) > (pace or 0) else None
         )
         if faster:
-            # Never looser than unmarked (a turn whose wait is unknown against a budget over UNKNOWN_WAIT_MS).
-            turn["within_ms"] = min(turn["within_ms"], _faster(turn.get("latency_ms"), pace))
-            turn["marked"].append(f"{', '.join(faster)}: {_why_faster(turn, pace, why)}")
+            allowed, bound = _faster(turn.get("latency_ms"), pace)
+            if turn["within_ms"] < allowed:  # never looser than unmarked: a turn whose wait is unknown, a budget
+                allowed, bound = turn["within_ms"], "unknown"  # over UNKNOWN_WAIT_MS
+            turn["within_ms"] = allowed
+            turn["marked"].append(f"{', '.join(faster)}: {_why_faster(turn, bound, pace, why)}")
         if labels := found.get(Expects.TOOL):
             turn["calls"] = []
             if turn["made"]:
@@ -163,22 +165,26 @@ def apply_marks(turns: list[dict], marks: list[tuple[int | None, list]], budget_
             )
 
 
-def _why_faster(turn: dict, pace: float | None, why: str) -> str:
+def _why_faster(turn: dict, bound: str, pace: float | None, why: str) -> str:
+    """What a turn marked too slow is allowed (its wait allowed is set), and the bound it is."""
     allowed, took = turn["within_ms"], turn.get("latency_ms")
     said = f"allowed {allowed / 1000:g} s"
-    if pace and allowed == max(100, math.ceil(pace / 100) * 100):
+    if bound == "pace":
         return f"{said}, {why}" + (f" (it took {took / 1000:.1f} s)" if took else "")
-    if took:
+    if bound == "took":
         return f"{said}, under the {took / 1000:.1f} s it took" + (f" ({why}: {pace / 1000:g} s)" if pace else "")
     return f"{said} (its wait is unknown)"
 
 
-def _faster(took_ms: float | None, pace_ms: float | None) -> int:
-    """A turn marked too slow: the pace allowed (rounded up to 100 ms), and in any case less than it took."""
-    allowed = [math.ceil(pace_ms / 100) * 100] if pace_ms else []
+def _faster(took_ms: float | None, pace_ms: float | None) -> tuple[int, str]:
+    """A turn marked too slow: the pace allowed (rounded up to 100 ms), and in any case less than it took; and
+    which bound that was ("pace", "took", or "unknown": neither known)."""
+    bounds = []  # each at least 100 ms, the least the page's form takes; on a tie, the pace is named
+    if pace_ms:
+        bounds.append((max(100, math.ceil(pace_ms / 100) * 100), "pace"))
     if took_ms and took_ms > 0:
-        allowed.append(math.ceil(took_ms / 100) * 100 - 100)  # the 100 ms step below the wait it took
-    return max(100, min(allowed)) if allowed else UNKNOWN_WAIT_MS  # 100 ms: the least the page's form takes
+        bounds.append((max(100, math.ceil(took_ms / 100) * 100 - 100), "took"))  # the 100 ms step below it
+    return min(bounds) if bounds else (UNKNOWN_WAIT_MS, "unknown")
 
 
 def _expect(turn: dict) -> list[dict]:

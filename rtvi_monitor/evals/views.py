@@ -106,7 +106,7 @@ def scenario_from_call(request, session_id):
     bad = review_marks.bad_marks(session)
     budget = LatencyBudget.objects.filter(organization=session.organization_id, agent_id=session.agent_key).first()
     scenarios.apply_marks(drafted, bad, budget.p95_ms if budget else None)
-    reviewed = [("the whole call" if n is None else f"turn {n}", [r.label for r in reasons]) for n, reasons in bad]
+    reviewed = [(review_marks.where(n), [r.label for r in reasons]) for n, reasons in bad]
     # The draft shows what the caller said: a read of the call's contents, as its page is (deduplicated there).
     audit.record_read(session.organization, session.session_id, "scenario draft", request=request)
     errors: list[str] = []

@@ -184,6 +184,11 @@ def marks_of(session) -> list[Review]:
     return list(found.prefetch_related("reasons").order_by("turn", "-created_at", "-id"))
 
 
+def where(turn: int | None) -> str:
+    """A mark's place in words: "the whole call" or "turn 3" (the session page's card, a drafted test's note)."""
+    return "the whole call" if turn is None else f"turn {turn}"
+
+
 def bad_marks(session) -> list[tuple[int | None, list[ReviewReason]]]:
     """The call's marks that say it went wrong, as (the turn, None for the whole call; its reasons): what a
     scenario drafted from it (rtvi_monitor/evals/scenario.py `apply_marks`) starts from."""
@@ -197,7 +202,7 @@ def session_panel(session, *, reviewer_name: str, sees_notes: bool, may_mark: bo
     for review in marks_of(session):
         shown = as_json(review, sees_notes)
         shown["mine"] = may_mark and review.reviewer_name == reviewer_name
-        shown["where"] = "the whole call" if review.turn is None else f"turn {review.turn}"
+        shown["where"] = where(review.turn)
         marks.append(shown)
     return {
         "marks": marks,
@@ -239,8 +244,6 @@ def change_reasons(request, organization, form) -> None:
 
 def _once(form) -> None:
     """A setting sent twice (`add-expects`, `expects-<id>`) is refused, not its last value taken."""
-    if not hasattr(form, "getlist"):
-        return
     for key in form:
         if (key == "add-expects" or key.startswith("expects-")) and len(form.getlist(key)) > 1:
             raise Refused("What a test expects for a reason may be given once.")

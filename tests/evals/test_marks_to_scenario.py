@@ -230,13 +230,13 @@ def test_the_api_lists_what_each_reason_changes(org, operator):
 
 def test_the_upgrade_gives_an_organizations_default_reasons_what_they_change_and_leaves_its_own(org):
     """Migration 0020 on reasons made before it (every expects blank): the defaults' labels get theirs; a
-    reason the organization named itself, or one an admin already set, is left to its admins."""
+    reason the organization named itself, or one already set (the step run a second time), is left as it is."""
     from django.apps import apps
 
     upgrade = importlib.import_module("rtvi_monitor.migrations.0020_review_reason_expects")
     for i, label in enumerate(("too slow", "failed tool", "wrong answer", "our own")):
         ReviewReason.objects.create(organization=org, label=label, position=i)
-    ReviewReason.objects.filter(label="wrong answer").update(expects="tool")  # set by an admin since
+    ReviewReason.objects.filter(label="wrong answer").update(expects="tool")  # already set: only blanks change
     upgrade.default_expects(apps, None)
     found = dict(ReviewReason.objects.filter(organization=org).values_list("label", "expects"))
     assert found == {"too slow": "faster", "failed tool": "tool", "wrong answer": "tool", "our own": ""}
